@@ -1,0 +1,125 @@
+#include "io/safetensors.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "io/checkpoint.h"
+#include "io/safetensors_writer.h"
+
+namespace epserve {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("epserve_io_" + name)).string();
+}
+
+std::vector<uint8_t> F32Bytes(std::vector<float> v) {
+  std::vector<uint8_t> b(v.size() * 4);
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+void WriteRaw(const std::string& path, const std::string& header, size_t data_bytes) {
+  std::ofstream out(path, std::ios::binary);
+  uint64_t len = header.size();
+  out.write(reinterpret_cast<const char*>(&len), 8);
+  out << header << std::string(data_bytes, '\0');
+}
+
+TEST(SafetensorsTest, RoundTrip) {
+  SafetensorsWriter w;
+  w.Add("a", DType::kF32, {2, 3}, F32Bytes({1, 2, 3, 4, 5, 6}));
+  w.Add("b", DType::kBF16, {4}, std::vector<uint8_t>(8, 0));
+  w.Add("c", DType::kF8E4M3, {3}, {0x38, 0x7e, 0x01});
+  std::string path = TempPath("roundtrip.safetensors");
+  ASSERT_TRUE(w.Write(path).ok());
+  auto f = SafetensorsFile::Open(path);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  const auto& t = (*f)->tensors();
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t.at("a").shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t.at("a").data) % 8, 0u);
+  float v[6];
+  std::memcpy(v, t.at("a").data, 24);
+  EXPECT_EQ(v[5], 6.0f);
+  EXPECT_EQ(t.at("c").dtype, DType::kF8E4M3);
+  EXPECT_EQ(t.at("c").data[1], 0x7e);
+}
+
+struct BadCase {
+  const char* label;
+  std::string header;
+  size_t data_bytes;
+  const char* expect;  // substring of the error
+};
+
+TEST(SafetensorsTest, CorruptFilesGiveOneLineErrorsNamingFileAndTensor) {
+  std::vector<BadCase> cases = {
+      {"bad_json", "{\"a\": {\"dtype\": ", 0, "bad header JSON"},
+      {"offsets", R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"x":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", 8,
+       "tensor x: data_offsets [8, 16] out of range"},
+      {"size_mismatch", R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8, "tensor w: 8 bytes for F32 [3]"},
+      {"dtype", R"({"w":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", 8, "tensor w: unsupported dtype \"I64\""},
+      {"no_offsets", R"({"w":{"dtype":"F32","shape":[1]}})", 4, "tensor w: header entry lacks"},
+  };
+  for (const auto& c : cases) {
+    std::string path = TempPath(std::string(c.label) + ".safetensors");
+    WriteRaw(path, c.header, c.data_bytes);
+    auto f = SafetensorsFile::Open(path);
+    ASSERT_FALSE(f.ok()) << c.label;
+    const std::string& msg = f.status().message();
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.expect), std::string::npos) << c.label << ": " << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+}
+
+TEST(SafetensorsTest, TruncatedFile) {
+  SafetensorsWriter w;
+  w.Add("big", DType::kF32, {256}, std::vector<uint8_t>(1024, 0));
+  std::string path = TempPath("trunc.safetensors");
+  ASSERT_TRUE(w.Write(path).ok());
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 100);
+  auto f = SafetensorsFile::Open(path);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("tensor big: data_offsets"), std::string::npos) << f.status().message();
+  EXPECT_NE(f.status().message().find("truncated"), std::string::npos);
+  std::filesystem::resize_file(path, 5);
+  f = SafetensorsFile::Open(path);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("truncated"), std::string::npos);
+}
+
+TEST(CheckpointTest, ShardedIndex) {
+  namespace fs = std::filesystem;
+  std::string dir = TempPath("sharded");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  { std::ofstream(dir + "/config.json") << "{}"; }
+  SafetensorsWriter a, b;
+  a.Add("x", DType::kF32, {1}, F32Bytes({1}));
+  b.Add("y", DType::kF32, {1}, F32Bytes({2}));
+  ASSERT_TRUE(a.Write(dir + "/s1.safetensors").ok());
+  ASSERT_TRUE(b.Write(dir + "/s2.safetensors").ok());
+  { std::ofstream(dir + "/model.safetensors.index.json") << R"({"weight_map":{"x":"s1.safetensors","y":"s2.safetensors"}})"; }
+  auto ck = Checkpoint::Open(dir);
+  ASSERT_TRUE(ck.ok()) << ck.status().message();
+  ASSERT_NE((*ck)->Find("y"), nullptr);
+  EXPECT_EQ((*ck)->Find("y")->file, dir + "/s2.safetensors");
+  EXPECT_EQ((*ck)->Find("z"), nullptr);
+
+  { std::ofstream(dir + "/model.safetensors.index.json") << R"({"weight_map":{"x":"s1.safetensors","y":"s2.safetensors","z":"s2.safetensors"}})"; }
+  ck = Checkpoint::Open(dir);
+  ASSERT_FALSE(ck.ok());
+  EXPECT_NE(ck.status().message().find("tensor z listed in the index is missing"), std::string::npos) << ck.status().message();
+  { std::ofstream(dir + "/model.safetensors.index.json") << R"({"weight_map":{"x":"s1.safetensors","y":"s3.safetensors"}})"; }
+  ck = Checkpoint::Open(dir);
+  ASSERT_FALSE(ck.ok());
+  EXPECT_NE(ck.status().message().find("s3.safetensors: cannot open"), std::string::npos) << ck.status().message();
+}
+
+}  // namespace
+}  // namespace epserve

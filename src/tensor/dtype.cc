@@ -1,0 +1,90 @@
+#include "tensor/dtype.h"
+
+#include <array>
+#include <cmath>
+
+namespace epserve {
+
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return 4;
+    case DType::kBF16: return 2;
+    case DType::kF8E4M3: return 1;
+  }
+  return 0;
+}
+
+const char* DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "F32";
+    case DType::kBF16: return "BF16";
+    case DType::kF8E4M3: return "F8_E4M3";
+  }
+  return "?";
+}
+
+bool ParseDType(std::string_view name, DType* out) {
+  if (name == "F32") *out = DType::kF32;
+  else if (name == "BF16") *out = DType::kBF16;
+  else if (name == "F8_E4M3") *out = DType::kF8E4M3;
+  else return false;
+  return true;
+}
+
+namespace {
+constexpr float DecodeE4M3(uint8_t v) {
+  int sign = v >> 7, exp = (v >> 3) & 0xf, mant = v & 7;
+  float mag = 0.0f;
+  if (exp == 0xf && mant == 7) {
+    mag = __builtin_nanf("");
+  } else if (exp == 0) {
+    mag = static_cast<float>(mant) / 8.0f / 64.0f;  // subnormal: mant/8 * 2^-6
+  } else {
+    float p = 1.0f;
+    for (int i = 7; i < exp; ++i) p *= 2.0f;
+    for (int i = exp; i < 7; ++i) p /= 2.0f;
+    mag = (1.0f + static_cast<float>(mant) / 8.0f) * p;
+  }
+  return sign ? -mag : mag;
+}
+
+constexpr std::array<float, 256> MakeTable() {
+  std::array<float, 256> t{};
+  for (int i = 0; i < 256; ++i) t[i] = DecodeE4M3(static_cast<uint8_t>(i));
+  return t;
+}
+constexpr std::array<float, 256> kTable = MakeTable();
+}  // namespace
+
+const float kFp8E4M3ToF32[256] = {
+#define E(i) kTable[i]
+#define E8(i) E(i), E(i + 1), E(i + 2), E(i + 3), E(i + 4), E(i + 5), E(i + 6), E(i + 7)
+#define E64(i) E8(i), E8(i + 8), E8(i + 16), E8(i + 24), E8(i + 32), E8(i + 40), E8(i + 48), E8(i + 56)
+    E64(0), E64(64), E64(128), E64(192)
+#undef E64
+#undef E8
+#undef E
+};
+
+uint8_t F32ToFp8E4M3(float f) {
+  if (std::isnan(f)) return 0x7f;
+  uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  float a = std::fabs(f);
+  if (a >= kFp8E4M3Max) return sign | 0x7e;
+  // Binary search over the 127 non-negative finite codes (monotone in value), then
+  // round to nearest, ties to even code.
+  int lo = 0, hi = 0x7e;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (kTable[mid] <= a) lo = mid;
+    else hi = mid - 1;
+  }
+  if (lo < 0x7e) {
+    float below = kTable[lo], above = kTable[lo + 1];
+    float d0 = a - below, d1 = above - a;
+    if (d1 < d0 || (d1 == d0 && (lo & 1))) ++lo;
+  }
+  return sign | static_cast<uint8_t>(lo);
+}
+
+}  // namespace epserve

@@ -1,0 +1,44 @@
+#include "tensor/dtype.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace epserve {
+namespace {
+
+TEST(DTypeTest, Fp8KnownValues) {
+  EXPECT_EQ(Fp8E4M3ToF32(0x38), 1.0f);
+  EXPECT_EQ(Fp8E4M3ToF32(0x7e), 448.0f);
+  EXPECT_EQ(Fp8E4M3ToF32(0xfe), -448.0f);
+  EXPECT_EQ(Fp8E4M3ToF32(0x01), std::ldexp(1.0f, -9));
+  EXPECT_EQ(Fp8E4M3ToF32(0x08), std::ldexp(1.0f, -6));
+  EXPECT_EQ(Fp8E4M3ToF32(0x3c), 1.5f);
+  EXPECT_TRUE(std::isnan(Fp8E4M3ToF32(0x7f)));
+  EXPECT_TRUE(std::isnan(Fp8E4M3ToF32(0xff)));
+}
+
+TEST(DTypeTest, Fp8RoundTripAllCodes) {
+  for (int i = 0; i < 256; ++i) {
+    if (i == 0x7f || i == 0xff || i == 0x80) continue;  // NaNs and -0
+    EXPECT_EQ(F32ToFp8E4M3(Fp8E4M3ToF32(i)), i) << i;
+  }
+}
+
+TEST(DTypeTest, Fp8RoundsToNearest) {
+  EXPECT_EQ(F32ToFp8E4M3(1.06f), 0x38);   // 1.0 vs 1.125: nearer 1.0
+  EXPECT_EQ(F32ToFp8E4M3(1.07f), 0x39);   // nearer 1.125
+  EXPECT_EQ(F32ToFp8E4M3(1000.0f), 0x7e);  // saturates
+  EXPECT_EQ(F32ToFp8E4M3(-1000.0f), 0xfe);
+}
+
+TEST(DTypeTest, Bf16RoundTrip) {
+  EXPECT_EQ(Bf16ToF32(F32ToBf16(1.0f)), 1.0f);
+  EXPECT_EQ(Bf16ToF32(F32ToBf16(-3.5f)), -3.5f);
+  float x = 1.0f + std::ldexp(1.0f, -9);  // below bf16 resolution: rounds to 1
+  EXPECT_EQ(Bf16ToF32(F32ToBf16(x)), 1.0f);
+  EXPECT_NEAR(Bf16ToF32(F32ToBf16(3.14159f)), 3.14159f, 0.01f);
+}
+
+}  // namespace
+}  // namespace epserve

@@ -1,0 +1,19 @@
+#include "tensor/weight_view.h"
+
+#include "base/check.h"
+
+namespace epserve {
+
+WeightView WeightView::RowSlice(int64_t begin, int64_t count) const {
+  CHECK(begin >= 0 && count >= 0 && begin + count <= rows);
+  WeightView v = *this;
+  v.rows = count;
+  v.data = static_cast<const uint8_t*>(data) + begin * cols * static_cast<int64_t>(DTypeSize(dtype));
+  if (dtype == DType::kF8E4M3) {
+    CHECK(begin % kFp8BlockSize == 0) << "FP8 row slice must start on a 128-row tile";
+    v.scale = scale + (begin / kFp8BlockSize) * ScaleCols();
+  }
+  return v;
+}
+
+}  // namespace epserve

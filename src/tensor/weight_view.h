@@ -1,0 +1,33 @@
+// A non-owning view of a 2-D weight matrix W [rows, cols] as stored in a checkpoint
+// (Hugging Face nn.Linear layout: rows = output features, cols = input features, y = x W^T).
+// FP8 weights carry one float32 scale per 128x128 tile: scale[(r/128) * scale_cols + c/128],
+// real value = fp8 * scale. The viewed memory (often a memory-mapped file) must outlive the view.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace epserve {
+
+struct WeightView {
+  DType dtype = DType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const void* data = nullptr;       // rows * cols elements, row-major
+  const float* scale = nullptr;     // kF8E4M3 only: ScaleRows() x ScaleCols()
+
+  int64_t ScaleRows() const { return (rows + kFp8BlockSize - 1) / kFp8BlockSize; }
+  int64_t ScaleCols() const { return (cols + kFp8BlockSize - 1) / kFp8BlockSize; }
+  bool empty() const { return data == nullptr; }
+  // Bytes a full read of the weight streams (data plus scales).
+  int64_t Bytes() const {
+    int64_t b = rows * cols * static_cast<int64_t>(DTypeSize(dtype));
+    if (dtype == DType::kF8E4M3) b += ScaleRows() * ScaleCols() * 4;
+    return b;
+  }
+  // A view of rows [begin, begin + count). For FP8, begin must be a multiple of 128.
+  WeightView RowSlice(int64_t begin, int64_t count) const;
+};
+
+}  // namespace epserve

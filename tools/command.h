@@ -1,0 +1,23 @@
+// Each `epserve` subcommand lives in its own tools/cmd_*.cc and registers itself with
+// Register*Command. The callback writes its exit code into the shared CommandContext.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+namespace epserve::tools {
+
+struct CommandContext {
+  int exit_code = 0;
+};
+
+// Prints "epserve: error: <message>" to stderr and sets the exit code to 1.
+void ReportError(CommandContext& ctx, const std::string& message);
+
+void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx);
+void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx);
+void RegisterBenchCommand(CLI::App& app, CommandContext& ctx);
+// (helpers add their Register*Command declarations here)
+
+}  // namespace epserve::tools
