@@ -1,0 +1,34 @@
+// y[M, N] = x[M, K] * W^T for a weight W [N, K] stored as F32, BF16 or FP8 e4m3 with 128x128
+// block scales, dequantized on the fly (fused). Activations are float32.
+// Work is split over N only, so every output element is computed by one thread in a fixed
+// order: results are bit-identical for any thread count.
+// REQUIRES: x has M rows of x_stride >= K floats; y has M rows of y_stride >= N floats;
+// x and y do not overlap. Allocates nothing.
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "tensor/weight_view.h"
+
+namespace epserve::kernels {
+
+struct MatMulArgs {
+  const float* x = nullptr;
+  int64_t x_stride = 0;  // floats between rows of x; 0 means K
+  int64_t num_rows = 0;  // M
+  WeightView w;          // [N, K]
+  float* y = nullptr;
+  int64_t y_stride = 0;  // floats between rows of y; 0 means N
+  bool accumulate = false;  // y += instead of y =
+};
+
+void MatMul(const MatMulArgs& args, ThreadPool& pool);
+
+// Scalar reference twin: dequantizes each element and accumulates in double.
+void MatMulReference(const MatMulArgs& args);
+
+// Dequantizes W[row, k_begin : k_begin + count] into out (float32).
+void DequantizeRow(const WeightView& w, int64_t row, int64_t k_begin, int64_t count, float* out);
+
+}  // namespace epserve::kernels

@@ -1,0 +1,26 @@
+// Small element-wise and row-wise kernels. All take raw pointers and sizes, allocate nothing
+// and are deterministic. Each is simple enough to be its own scalar reference; tests compare
+// them with direct formulas.
+#pragma once
+
+#include <cstdint>
+
+namespace epserve::kernels {
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i], i < n. out may equal x.
+void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out);
+
+// out[i] = silu(gate[i]) * up[i] with silu(v) = v / (1 + exp(-v)). out may alias gate.
+void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+
+// In-place softmax over n values.
+void Softmax(float* x, int64_t n);
+
+// Rotates adjacent pairs (x[2i], x[2i+1]) of a rope_dim-wide vector by the angle whose
+// cos/sin are cos_sin[2i], cos_sin[2i+1] (a table row for one position; see RopeTable).
+void ApplyRope(float* x, const float* cos_sin, int64_t rope_dim);
+
+// y[i] += scale * x[i].
+void Axpy(float scale, const float* x, int64_t n, float* y);
+
+}  // namespace epserve::kernels
