@@ -70,7 +70,7 @@ void GateTopK(const GateOptions& opt, const float* logits, const float* bias, fl
     weights[k] = scores[best];
     sum += scores[best];
   }
-  const float norm = opt.norm_topk_prob ? static_cast<float>(1.0 / (sum + 1e-20)) : 1.0f;
+  const float norm = (opt.norm_topk_prob && opt.top_k > 1) ? static_cast<float>(1.0 / (sum + 1e-20)) : 1.0f;
   for (int k = 0; k < opt.top_k; ++k) weights[k] *= norm * opt.routed_scaling_factor;
 }
 

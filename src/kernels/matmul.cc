@@ -42,7 +42,7 @@ void DequantizeRow(const WeightView& w, int64_t row, int64_t k_begin, int64_t co
     }
     case DType::kF8E4M3: {
       const uint8_t* src = static_cast<const uint8_t*>(w.data) + row * w.cols;
-      const float* scale_row = w.scale + (row / kFp8BlockSize) * w.ScaleCols();
+      const float* scale_row = w.scale + ((row + w.scale_row_offset) / kFp8BlockSize) * w.ScaleCols();
       for (int64_t i = 0; i < count;) {
         int64_t k = k_begin + i;
         int64_t block_end = std::min(k_begin + count, (k / kFp8BlockSize + 1) * kFp8BlockSize);
@@ -77,6 +77,46 @@ void MatMul(const MatMulArgs& args, ThreadPool& pool) {
       }
     }
   });
+}
+
+void MatMulT(const MatMulTArgs& args, ThreadPool& pool) {
+  const WeightView& w = args.w;
+  const int64_t M = args.num_rows, N = w.rows, K = w.cols;
+  const int64_t xs = args.x_stride ? args.x_stride : N;
+  const int64_t ys = args.y_stride ? args.y_stride : K;
+  if (M == 0 || K == 0) return;
+  pool.ParallelFor(K, kKChunk, [&](size_t kb, size_t ke, int) {
+    alignas(64) float buf[kKChunk];
+    for (int64_t k0 = kb; k0 < static_cast<int64_t>(ke); k0 += kKChunk) {
+      const int64_t kc = std::min<int64_t>(kKChunk, ke - k0);
+      for (int64_t m = 0; m < M; ++m) std::fill_n(args.y + m * ys + k0, kc, 0.0f);
+      for (int64_t n = 0; n < N; ++n) {
+        DequantizeRow(w, n, k0, kc, buf);
+        for (int64_t m = 0; m < M; ++m) {
+          const float xv = args.x[m * xs + n];
+          float* yr = args.y + m * ys + k0;
+          for (int64_t i = 0; i < kc; ++i) yr[i] += xv * buf[i];
+        }
+      }
+    }
+  });
+}
+
+void MatMulTReference(const MatMulTArgs& args) {
+  const WeightView& w = args.w;
+  const int64_t M = args.num_rows, N = w.rows, K = w.cols;
+  const int64_t xs = args.x_stride ? args.x_stride : N;
+  const int64_t ys = args.y_stride ? args.y_stride : K;
+  std::vector<double> acc(K);
+  std::vector<float> row(K);
+  for (int64_t m = 0; m < M; ++m) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t k = 0; k < K; ++k) DequantizeRow(w, n, k, 1, &row[k]);
+      for (int64_t k = 0; k < K; ++k) acc[k] += static_cast<double>(args.x[m * xs + n]) * row[k];
+    }
+    for (int64_t k = 0; k < K; ++k) args.y[m * ys + k] = static_cast<float>(acc[k]);
+  }
 }
 
 void MatMulReference(const MatMulArgs& args) {

@@ -28,6 +28,19 @@ void MatMul(const MatMulArgs& args, ThreadPool& pool);
 // Scalar reference twin: dequantizes each element and accumulates in double.
 void MatMulReference(const MatMulArgs& args);
 
+// y[M, K] = x[M, N] * W for a weight W [N, K] (the transposed use, e.g. MLA's absorbed
+// q_nope -> latent projection through W_uk). Work is split over K; deterministic.
+struct MatMulTArgs {
+  const float* x = nullptr;
+  int64_t x_stride = 0;  // 0 means N
+  int64_t num_rows = 0;  // M
+  WeightView w;          // [N, K]
+  float* y = nullptr;
+  int64_t y_stride = 0;  // 0 means K
+};
+void MatMulT(const MatMulTArgs& args, ThreadPool& pool);
+void MatMulTReference(const MatMulTArgs& args);
+
 // Dequantizes W[row, k_begin : k_begin + count] into out (float32).
 void DequantizeRow(const WeightView& w, int64_t row, int64_t k_begin, int64_t count, float* out);
 

@@ -68,23 +68,21 @@ const float kFp8E4M3ToF32[256] = {
 
 uint8_t F32ToFp8E4M3(float f) {
   if (std::isnan(f)) return 0x7f;
-  uint8_t sign = std::signbit(f) ? 0x80 : 0;
-  float a = std::fabs(f);
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  const uint8_t sign = (bits >> 24) & 0x80;
+  const float a = std::fabs(f);
   if (a >= kFp8E4M3Max) return sign | 0x7e;
-  // Binary search over the 127 non-negative finite codes (monotone in value), then
-  // round to nearest, ties to even code.
-  int lo = 0, hi = 0x7e;
-  while (lo < hi) {
-    int mid = (lo + hi + 1) / 2;
-    if (kTable[mid] <= a) lo = mid;
-    else hi = mid - 1;
+  if (a < 0.015625f) {  // below 2^-6: subnormal codes, spacing 2^-9, round half to even
+    return sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f));
   }
-  if (lo < 0x7e) {
-    float below = kTable[lo], above = kTable[lo + 1];
-    float d0 = a - below, d1 = above - a;
-    if (d1 < d0 || (d1 == d0 && (lo & 1))) ++lo;
-  }
-  return sign | static_cast<uint8_t>(lo);
+  // Normal: rebias the exponent (127 -> 7) and round the mantissa to 3 bits, ties to even;
+  // a mantissa carry correctly bumps the exponent.
+  uint32_t x = (bits & 0x7fffffffu) - ((127u - 7u) << 23);
+  x += 0x7ffffu + ((x >> 20) & 1u);
+  uint32_t code = x >> 20;
+  if (code > 0x7e) code = 0x7e;
+  return sign | static_cast<uint8_t>(code);
 }
 
 }  // namespace epserve

@@ -32,6 +32,20 @@ TEST(DTypeTest, Fp8RoundsToNearest) {
   EXPECT_EQ(F32ToFp8E4M3(-1000.0f), 0xfe);
 }
 
+TEST(DTypeTest, Fp8EncodeIsNearestCode) {
+  // Brute force over all finite codes for values spread over the whole range.
+  for (int i = 0; i < 20000; ++i) {
+    float v = std::ldexp(1.0f + (i % 997) / 997.0f, (i % 26) - 16) * ((i & 1) ? -1.0f : 1.0f);
+    uint8_t got = F32ToFp8E4M3(v);
+    float best = INFINITY;
+    for (int c = 0; c < 256; ++c) {
+      float cv = Fp8E4M3ToF32(c);
+      if (!std::isnan(cv)) best = std::fmin(best, std::fabs(cv - std::fmax(-448.f, std::fmin(448.f, v))));
+    }
+    EXPECT_EQ(std::fabs(Fp8E4M3ToF32(got) - std::fmax(-448.f, std::fmin(448.f, v))), best) << v;
+  }
+}
+
 TEST(DTypeTest, Bf16RoundTrip) {
   EXPECT_EQ(Bf16ToF32(F32ToBf16(1.0f)), 1.0f);
   EXPECT_EQ(Bf16ToF32(F32ToBf16(-3.5f)), -3.5f);

@@ -9,10 +9,7 @@ WeightView WeightView::RowSlice(int64_t begin, int64_t count) const {
   WeightView v = *this;
   v.rows = count;
   v.data = static_cast<const uint8_t*>(data) + begin * cols * static_cast<int64_t>(DTypeSize(dtype));
-  if (dtype == DType::kF8E4M3) {
-    CHECK(begin % kFp8BlockSize == 0) << "FP8 row slice must start on a 128-row tile";
-    v.scale = scale + (begin / kFp8BlockSize) * ScaleCols();
-  }
+  if (dtype == DType::kF8E4M3) v.scale_row_offset = scale_row_offset + begin;
   return v;
 }
 

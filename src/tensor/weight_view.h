@@ -16,8 +16,11 @@ struct WeightView {
   int64_t cols = 0;
   const void* data = nullptr;       // rows * cols elements, row-major
   const float* scale = nullptr;     // kF8E4M3 only: ScaleRows() x ScaleCols()
+  // Row r of this view is row r + scale_row_offset of the tensor the scales belong to
+  // (non-zero for row slices that do not start on a 128-row tile).
+  int64_t scale_row_offset = 0;
 
-  int64_t ScaleRows() const { return (rows + kFp8BlockSize - 1) / kFp8BlockSize; }
+  int64_t ScaleRows() const { return (rows + scale_row_offset + kFp8BlockSize - 1) / kFp8BlockSize; }
   int64_t ScaleCols() const { return (cols + kFp8BlockSize - 1) / kFp8BlockSize; }
   bool empty() const { return data == nullptr; }
   // Bytes a full read of the weight streams (data plus scales).
@@ -26,7 +29,7 @@ struct WeightView {
     if (dtype == DType::kF8E4M3) b += ScaleRows() * ScaleCols() * 4;
     return b;
   }
-  // A view of rows [begin, begin + count). For FP8, begin must be a multiple of 128.
+  // A view of rows [begin, begin + count); any begin, also for FP8.
   WeightView RowSlice(int64_t begin, int64_t count) const;
 };
 

@@ -1,0 +1,238 @@
+#include "model/config.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace epserve {
+
+namespace {
+
+using nlohmann::json;
+
+class FieldReader {
+ public:
+  FieldReader(const json& j, const std::string& path) : j_(j), path_(path) {}
+  Status status() const { return status_; }
+
+  template <typename T>
+  void Get(const char* name, T* out, bool required) {
+    if (!status_.ok()) return;
+    if (!j_.contains(name) || j_[name].is_null()) {
+      if (required) status_ = Status::InvalidArgument(path_ + ": missing field \"" + name + "\"");
+      return;
+    }
+    const json& v = j_[name];
+    if constexpr (std::is_same_v<T, bool>) {
+      if (!v.is_boolean()) return Fail(name, "a boolean", v);
+      *out = v.get<bool>();
+    } else if constexpr (std::is_integral_v<T>) {
+      if (!v.is_number_integer()) return Fail(name, "an integer", v);
+      *out = v.get<T>();
+    } else if constexpr (std::is_floating_point_v<T>) {
+      if (!v.is_number()) return Fail(name, "a number", v);
+      *out = v.get<T>();
+    } else {
+      if (!v.is_string()) return Fail(name, "a string", v);
+      *out = v.get<std::string>();
+    }
+  }
+
+ private:
+  void Fail(const char* name, const char* want, const json& v) {
+    status_ = Status::InvalidArgument(path_ + ": field \"" + name + "\" must be " + want + ", got " + v.dump());
+  }
+  const json& j_;
+  std::string path_;
+  Status status_;
+};
+
+}  // namespace
+
+double YarnMscale(double scale, double m) { return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; }
+
+double ModelConfig::SoftmaxScale() const {
+  double s = 1.0 / std::sqrt(static_cast<double>(qk_head_dim()));
+  if (rope_scaling.enabled && rope_scaling.mscale_all_dim != 0.0) {
+    double m = YarnMscale(rope_scaling.factor, rope_scaling.mscale_all_dim);
+    s *= m * m;
+  }
+  return s;
+}
+
+kernels::GateOptions ModelConfig::GateOpts() const {
+  return kernels::GateOptions{.scoring = scoring_func,
+                              .method = topk_method,
+                              .num_experts = n_routed_experts,
+                              .top_k = num_experts_per_tok,
+                              .num_groups = n_group,
+                              .topk_groups = topk_group,
+                              .norm_topk_prob = norm_topk_prob,
+                              .routed_scaling_factor = static_cast<float>(routed_scaling_factor)};
+}
+
+StatusOr<ModelConfig> ModelConfig::Parse(const std::string& text, const std::string& path) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument(path + ": not a JSON object");
+  ModelConfig c;
+  FieldReader r(j, path);
+  r.Get("model_type", &c.model_type, false);
+  r.Get("vocab_size", &c.vocab_size, true);
+  r.Get("hidden_size", &c.hidden_size, true);
+  r.Get("intermediate_size", &c.intermediate_size, true);
+  r.Get("moe_intermediate_size", &c.moe_intermediate_size, true);
+  r.Get("num_hidden_layers", &c.num_hidden_layers, true);
+  r.Get("num_nextn_predict_layers", &c.num_nextn_predict_layers, false);
+  r.Get("num_attention_heads", &c.num_attention_heads, true);
+  r.Get("q_lora_rank", &c.q_lora_rank, false);  // null -> 0 (no q compression)
+  r.Get("kv_lora_rank", &c.kv_lora_rank, true);
+  r.Get("qk_nope_head_dim", &c.qk_nope_head_dim, true);
+  r.Get("qk_rope_head_dim", &c.qk_rope_head_dim, true);
+  r.Get("v_head_dim", &c.v_head_dim, true);
+  r.Get("n_routed_experts", &c.n_routed_experts, true);
+  r.Get("n_shared_experts", &c.n_shared_experts, false);
+  r.Get("num_experts_per_tok", &c.num_experts_per_tok, true);
+  r.Get("n_group", &c.n_group, false);
+  r.Get("topk_group", &c.topk_group, false);
+  std::string topk_method = "greedy", scoring = "softmax", act = "silu";
+  r.Get("topk_method", &topk_method, false);
+  r.Get("scoring_func", &scoring, false);
+  r.Get("hidden_act", &act, false);
+  r.Get("norm_topk_prob", &c.norm_topk_prob, false);
+  r.Get("routed_scaling_factor", &c.routed_scaling_factor, false);
+  r.Get("first_k_dense_replace", &c.first_k_dense_replace, false);
+  r.Get("moe_layer_freq", &c.moe_layer_freq, false);
+  r.Get("max_position_embeddings", &c.max_position_embeddings, true);
+  r.Get("rms_norm_eps", &c.rms_norm_eps, false);
+  r.Get("rope_theta", &c.rope_theta, false);
+  r.Get("tie_word_embeddings", &c.tie_word_embeddings, false);
+  RETURN_IF_ERROR(r.status());
+
+  if (topk_method == "noaux_tc") c.topk_method = kernels::TopkMethod::kNoauxTc;
+  else if (topk_method == "greedy") c.topk_method = kernels::TopkMethod::kGreedy;
+  else if (topk_method == "group_limited_greedy") c.topk_method = kernels::TopkMethod::kGroupLimitedGreedy;
+  else return Status::InvalidArgument(path + ": field \"topk_method\" must be noaux_tc, greedy or group_limited_greedy, got \"" + topk_method + "\"");
+  if (scoring == "sigmoid") c.scoring_func = kernels::ScoringFunc::kSigmoid;
+  else if (scoring == "softmax") c.scoring_func = kernels::ScoringFunc::kSoftmax;
+  else return Status::InvalidArgument(path + ": field \"scoring_func\" must be sigmoid or softmax, got \"" + scoring + "\"");
+  if (act != "silu") return Status::InvalidArgument(path + ": field \"hidden_act\" must be silu, got \"" + act + "\"");
+
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
+    const json& rs = j["rope_scaling"];
+    if (!rs.is_object()) return Status::InvalidArgument(path + ": field \"rope_scaling\" must be an object or null");
+    std::string type;
+    FieldReader rr(rs, path + ": rope_scaling");
+    rr.Get("type", &type, false);
+    if (type.empty()) rr.Get("rope_type", &type, false);
+    if (type != "yarn") return Status::InvalidArgument(path + ": rope_scaling.type \"" + type + "\" is not supported (want yarn)");
+    c.rope_scaling.enabled = true;
+    rr.Get("factor", &c.rope_scaling.factor, true);
+    rr.Get("original_max_position_embeddings", &c.rope_scaling.original_max_position_embeddings, true);
+    rr.Get("beta_fast", &c.rope_scaling.beta_fast, false);
+    rr.Get("beta_slow", &c.rope_scaling.beta_slow, false);
+    rr.Get("mscale", &c.rope_scaling.mscale, false);
+    rr.Get("mscale_all_dim", &c.rope_scaling.mscale_all_dim, false);
+    RETURN_IF_ERROR(rr.status());
+  }
+  if (j.contains("quantization_config") && !j["quantization_config"].is_null()) {
+    const json& q = j["quantization_config"];
+    std::string method, fmt = "e4m3";
+    FieldReader qr(q, path + ": quantization_config");
+    qr.Get("quant_method", &method, true);
+    qr.Get("fmt", &fmt, false);
+    RETURN_IF_ERROR(qr.status());
+    if (method != "fp8" || fmt != "e4m3")
+      return Status::InvalidArgument(path + ": quantization_config " + method + "/" + fmt + " is not supported (want fp8/e4m3)");
+    if (q.contains("weight_block_size") && q["weight_block_size"] != json::array({128, 128}))
+      return Status::InvalidArgument(path + ": quantization_config.weight_block_size " + q["weight_block_size"].dump() + " is not supported (want [128, 128])");
+    c.fp8 = true;
+  }
+  RETURN_IF_ERROR(c.Validate(path));
+  return c;
+}
+
+Status ModelConfig::Validate(const std::string& path) const {
+  auto bad = [&](const std::string& what) { return Status::InvalidArgument(path + ": " + what); };
+  if (vocab_size <= 0 || hidden_size <= 0 || num_hidden_layers <= 0 || num_attention_heads <= 0)
+    return bad("vocab_size, hidden_size, num_hidden_layers and num_attention_heads must be positive");
+  if (kv_lora_rank <= 0 || qk_nope_head_dim <= 0 || v_head_dim <= 0 || qk_rope_head_dim <= 0 || qk_rope_head_dim % 2)
+    return bad("kv_lora_rank, qk_nope_head_dim, v_head_dim must be positive and qk_rope_head_dim positive and even");
+  if (q_lora_rank < 0) return bad("q_lora_rank must be null or positive");
+  if (num_nextn_predict_layers < 0) return bad("num_nextn_predict_layers must be >= 0");
+  if (moe_layer_freq != 1) return bad("moe_layer_freq " + std::to_string(moe_layer_freq) + " is not supported (want 1)");
+  if (first_k_dense_replace < 0 || (first_k_dense_replace > 0 && intermediate_size <= 0))
+    return bad("first_k_dense_replace needs a positive intermediate_size");
+  if (n_routed_experts > 0) {
+    if (n_routed_experts > 1024) return bad("n_routed_experts > 1024 is not supported");
+    if (moe_intermediate_size <= 0) return bad("moe_intermediate_size must be positive");
+    if (num_experts_per_tok <= 0 || num_experts_per_tok > n_routed_experts)
+      return bad("num_experts_per_tok must be in [1, n_routed_experts]");
+    if (n_group <= 0 || n_group > 256 || n_routed_experts % n_group)
+      return bad("n_group must divide n_routed_experts (got n_group " + std::to_string(n_group) + ")");
+    if (topk_group <= 0 || topk_group > n_group) return bad("topk_group must be in [1, n_group]");
+    if (topk_method != kernels::TopkMethod::kGreedy &&
+        topk_group * (n_routed_experts / n_group) < num_experts_per_tok)
+      return bad("topk_group groups hold fewer experts than num_experts_per_tok");
+    if (topk_method == kernels::TopkMethod::kNoauxTc && scoring_func != kernels::ScoringFunc::kSigmoid)
+      return bad("topk_method noaux_tc needs scoring_func sigmoid");
+  }
+  if (n_shared_experts < 0) return bad("n_shared_experts must be >= 0");
+  if (tie_word_embeddings) return bad("tie_word_embeddings true is not supported");
+  if (rope_scaling.enabled && (rope_scaling.factor <= 0 || rope_scaling.original_max_position_embeddings <= 0))
+    return bad("rope_scaling.factor and original_max_position_embeddings must be positive");
+  return Status::Ok();
+}
+
+std::string ModelConfig::ToJson() const {
+  json j;
+  j["architectures"] = {model_type == "deepseek_v2" ? "DeepseekV2ForCausalLM" : "DeepseekV3ForCausalLM"};
+  j["model_type"] = model_type;
+  j["vocab_size"] = vocab_size;
+  j["hidden_size"] = hidden_size;
+  j["intermediate_size"] = intermediate_size;
+  j["moe_intermediate_size"] = moe_intermediate_size;
+  j["num_hidden_layers"] = num_hidden_layers;
+  j["num_nextn_predict_layers"] = num_nextn_predict_layers;
+  j["num_attention_heads"] = num_attention_heads;
+  j["num_key_value_heads"] = num_attention_heads;
+  j["q_lora_rank"] = q_lora_rank > 0 ? json(q_lora_rank) : json(nullptr);
+  j["kv_lora_rank"] = kv_lora_rank;
+  j["qk_nope_head_dim"] = qk_nope_head_dim;
+  j["qk_rope_head_dim"] = qk_rope_head_dim;
+  j["v_head_dim"] = v_head_dim;
+  j["n_routed_experts"] = n_routed_experts;
+  j["n_shared_experts"] = n_shared_experts;
+  j["num_experts_per_tok"] = num_experts_per_tok;
+  j["n_group"] = n_group;
+  j["topk_group"] = topk_group;
+  j["topk_method"] = topk_method == kernels::TopkMethod::kNoauxTc ? "noaux_tc"
+                     : topk_method == kernels::TopkMethod::kGreedy ? "greedy" : "group_limited_greedy";
+  j["scoring_func"] = scoring_func == kernels::ScoringFunc::kSigmoid ? "sigmoid" : "softmax";
+  j["norm_topk_prob"] = norm_topk_prob;
+  j["routed_scaling_factor"] = routed_scaling_factor;
+  j["first_k_dense_replace"] = first_k_dense_replace;
+  j["moe_layer_freq"] = moe_layer_freq;
+  j["hidden_act"] = "silu";
+  j["max_position_embeddings"] = max_position_embeddings;
+  j["rms_norm_eps"] = rms_norm_eps;
+  j["rope_theta"] = rope_theta;
+  if (rope_scaling.enabled) {
+    j["rope_scaling"] = {{"type", "yarn"},
+                         {"factor", rope_scaling.factor},
+                         {"original_max_position_embeddings", rope_scaling.original_max_position_embeddings},
+                         {"beta_fast", rope_scaling.beta_fast},
+                         {"beta_slow", rope_scaling.beta_slow},
+                         {"mscale", rope_scaling.mscale},
+                         {"mscale_all_dim", rope_scaling.mscale_all_dim}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  j["tie_word_embeddings"] = false;
+  j["torch_dtype"] = "bfloat16";
+  if (fp8) {
+    j["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
+                                {"weight_block_size", {128, 128}}};
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace epserve

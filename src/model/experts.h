@@ -1,0 +1,70 @@
+// How the MoE layer reaches its routed experts. The model hands a batch of tokens with their
+// chosen experts to an ExpertBackend in two calls, so work can run in between (SPEC §5:
+// start dispatch, compute the shared expert, finish):
+//   Start(batch)  - begin routing (a distributed backend sends tokens here)
+//   Finish(out)   - out[t] += sum_k weight[t,k] * Expert_{id[t,k]}(x[t])
+// LocalExperts computes all experts in-process; the parallel runtime provides a backend that
+// dispatches to the ranks holding the experts and combines the results.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace epserve {
+
+struct RoutedBatch {
+  int layer = 0;
+  int64_t num_tokens = 0;
+  int hidden = 0;
+  int top_k = 0;
+  const float* x = nullptr;            // [num_tokens, hidden]; valid until Finish returns
+  const int32_t* expert_ids = nullptr; // [num_tokens, top_k]
+  const float* weights = nullptr;      // [num_tokens, top_k]
+};
+
+class ExpertBackend {
+ public:
+  virtual ~ExpertBackend() = default;
+  virtual Status Start(const RoutedBatch& batch) = 0;
+  virtual Status Finish(float* out) = 0;
+};
+
+// Computes a SwiGLU MLP over rows: out[r] = down(silu(gate x[r]) * up x[r]).
+// Scratch vectors are resized as needed.
+struct MlpScratch {
+  std::vector<float> gate, up;
+};
+void RunMlp(const MlpWeights& w, const float* x, int64_t rows, float* out, MlpScratch& scratch, ThreadPool& pool);
+
+// Runs a group of experts over expert-major packed rows: rows [offsets[e], offsets[e+1]) of x
+// go through expert expert_ids[e]. The building block of every backend.
+struct GroupedExpertsArgs {
+  const std::vector<MlpWeights>* experts = nullptr;  // by expert id
+  const int32_t* group_expert = nullptr;             // [num_groups] expert id of each group
+  const int64_t* offsets = nullptr;                  // [num_groups + 1]
+  int num_groups = 0;
+  const float* x = nullptr;  // [offsets[num_groups], hidden]
+  float* out = nullptr;      // [offsets[num_groups], hidden]
+};
+Status RunGroupedExperts(const GroupedExpertsArgs& args, MlpScratch& scratch, ThreadPool& pool);
+
+class LocalExperts : public ExpertBackend {
+ public:
+  LocalExperts(const ModelWeights& weights, ThreadPool& pool) : weights_(weights), pool_(pool) {}
+  Status Start(const RoutedBatch& batch) override;
+  Status Finish(float* out) override;
+
+ private:
+  const ModelWeights& weights_;
+  ThreadPool& pool_;
+  RoutedBatch batch_;
+  std::vector<float> packed_x_, packed_y_;
+  MlpScratch scratch_;
+};
+
+}  // namespace epserve

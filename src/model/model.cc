@@ -1,0 +1,219 @@
+#include "model/model.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "kernels/gate.h"
+#include "kernels/matmul.h"
+#include "kernels/mla_attention.h"
+#include "kernels/ops.h"
+
+namespace epserve {
+
+namespace {
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+// Per-step buffers, sized for the current batch (T tokens).
+struct Model::Workspace {
+  int64_t T = 0;
+  std::vector<int64_t> token_pos;
+  std::vector<int> token_slot;
+  std::vector<const float*> token_cache;
+  std::vector<float> x, xn, q_a, q, kv_a, q_abs, q_pe, o_lat, o, attn_out, ffn_out;
+  std::vector<float> router_logits, gate_scratch, weights, attn_scratch;
+  std::vector<int32_t> expert_ids;
+  MlpScratch mlp;
+};
+
+Model::Model(const ModelConfig& config, const ModelWeights& weights, ThreadPool& pool)
+    : config_(config),
+      weights_(weights),
+      pool_(pool),
+      local_experts_(std::make_unique<LocalExperts>(weights, pool)),
+      experts_(local_experts_.get()),
+      rope_(config),
+      ws_(std::make_unique<Workspace>()) {}
+
+Model::~Model() = default;
+
+Status Model::Forward(const ForwardBatch& batch, LatentKvCache& cache, float* logits) {
+  const ModelConfig& c = config_;
+  Workspace& w = *ws_;
+  const int H = c.hidden_size;
+  int64_t T = 0, max_pos = 0;
+  for (const auto& ch : batch.chunks) {
+    if (ch.slot < 0 || ch.slot >= cache.num_slots()) return Status::InvalidArgument("sequence slot " + std::to_string(ch.slot) + " out of range");
+    const int64_t end = cache.length(ch.slot) + static_cast<int64_t>(ch.tokens.size());
+    if (end > cache.max_positions())
+      return Status::InvalidArgument("sequence in slot " + std::to_string(ch.slot) + " needs " + std::to_string(end) +
+                                     " positions; the cache holds " + std::to_string(cache.max_positions()));
+    if (ch.tokens.empty()) return Status::InvalidArgument("empty chunk for slot " + std::to_string(ch.slot));
+    for (int32_t tok : ch.tokens)
+      if (tok < 0 || tok >= c.vocab_size)
+        return Status::InvalidArgument("token id " + std::to_string(tok) + " out of range [0, " + std::to_string(c.vocab_size) + ")");
+    T += static_cast<int64_t>(ch.tokens.size());
+    max_pos = std::max(max_pos, end);
+  }
+  w.T = T;
+  w.token_pos.resize(T);
+  w.token_slot.resize(T);
+  w.token_cache.resize(T);
+  w.x.resize(T * H);
+  int64_t t = 0;
+  for (const auto& ch : batch.chunks) {
+    for (size_t i = 0; i < ch.tokens.size(); ++i, ++t) {
+      w.token_pos[t] = cache.length(ch.slot) + static_cast<int64_t>(i);
+      w.token_slot[t] = ch.slot;
+      kernels::DequantizeRow(weights_.embed, ch.tokens[i], 0, H, &w.x[t * H]);
+    }
+  }
+  rope_.EnsurePositions(max_pos);
+
+  for (int l = 0; l < c.num_hidden_layers; ++l) RETURN_IF_ERROR(RunLayer(l, cache));
+
+  // Final norm and LM head on the last token of each chunk.
+  const double t0 = Now();
+  const int64_t num_chunks = static_cast<int64_t>(batch.chunks.size());
+  std::vector<float> last(num_chunks * H);
+  t = 0;
+  for (int64_t i = 0; i < num_chunks; ++i) {
+    t += static_cast<int64_t>(batch.chunks[i].tokens.size());
+    kernels::RmsNorm(&w.x[(t - 1) * H], weights_.final_norm.data(), H, static_cast<float>(c.rms_norm_eps), &last[i * H]);
+  }
+  kernels::MatMul({.x = last.data(), .num_rows = num_chunks, .w = weights_.lm_head, .y = logits}, pool_);
+  times_.lm_head += Now() - t0;
+  for (const auto& ch : batch.chunks) cache.set_length(ch.slot, cache.length(ch.slot) + static_cast<int64_t>(ch.tokens.size()));
+  return Status::Ok();
+}
+
+Status Model::RunLayer(int l, LatentKvCache& cache) {
+  const ModelConfig& c = config_;
+  Workspace& w = *ws_;
+  const LayerWeights& lw = weights_.layers[l];
+  const int H = c.hidden_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  w.xn.resize(w.T * H);
+  for (int64_t t = 0; t < w.T; ++t) kernels::RmsNorm(&w.x[t * H], lw.input_norm.data(), H, eps, &w.xn[t * H]);
+  Attention(l, cache);
+  for (int64_t i = 0; i < w.T * H; ++i) w.x[i] += w.attn_out[i];
+  for (int64_t t = 0; t < w.T; ++t) kernels::RmsNorm(&w.x[t * H], lw.post_norm.data(), H, eps, &w.xn[t * H]);
+  w.ffn_out.assign(w.T * H, 0.0f);
+  if (lw.moe) {
+    RETURN_IF_ERROR(Moe(l));
+  } else {
+    const double t0 = Now();
+    RunMlp(lw.dense, w.xn.data(), w.T, w.ffn_out.data(), w.mlp, pool_);
+    times_.gemm += Now() - t0;
+  }
+  for (int64_t i = 0; i < w.T * H; ++i) w.x[i] += w.ffn_out[i];
+  return Status::Ok();
+}
+
+void Model::Attention(int l, LatentKvCache& cache) {
+  const ModelConfig& c = config_;
+  Workspace& w = *ws_;
+  const AttentionWeights& a = weights_.layers[l].attn;
+  const int64_t T = w.T;
+  const int heads = c.num_attention_heads, L = c.kv_lora_rank, R = c.qk_rope_head_dim;
+  const int nope = c.qk_nope_head_dim, qhd = c.qk_head_dim(), vd = c.v_head_dim, row = c.kv_a_dim();
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  double t0 = Now();
+  // Projections.
+  w.q.resize(T * heads * qhd);
+  if (c.q_lora_rank > 0) {
+    w.q_a.resize(T * c.q_lora_rank);
+    kernels::MatMul({.x = w.xn.data(), .num_rows = T, .w = a.q_a, .y = w.q_a.data()}, pool_);
+    for (int64_t t = 0; t < T; ++t)
+      kernels::RmsNorm(&w.q_a[t * c.q_lora_rank], a.q_a_norm.data(), c.q_lora_rank, eps, &w.q_a[t * c.q_lora_rank]);
+    kernels::MatMul({.x = w.q_a.data(), .num_rows = T, .w = a.q_b, .y = w.q.data()}, pool_);
+  } else {
+    kernels::MatMul({.x = w.xn.data(), .num_rows = T, .w = a.q, .y = w.q.data()}, pool_);
+  }
+  w.kv_a.resize(T * row);
+  kernels::MatMul({.x = w.xn.data(), .num_rows = T, .w = a.kv_a, .y = w.kv_a.data()}, pool_);
+  // Latent cache rows: normalized c_kv and rotated k_pe.
+  for (int64_t t = 0; t < T; ++t) {
+    float* kv = &w.kv_a[t * row];
+    kernels::RmsNorm(kv, a.kv_a_norm.data(), L, eps, kv);
+    kernels::ApplyRope(kv + L, rope_.Row(w.token_pos[t]), R);
+    float* rows = cache.Rows(w.token_slot[t], l);
+    std::memcpy(rows + w.token_pos[t] * row, kv, row * sizeof(float));
+    w.token_cache[t] = rows;
+  }
+  // Queries: rotate q_pe, absorb W_uk into q_nope.
+  w.q_pe.resize(T * heads * R);
+  w.q_abs.resize(T * heads * L);
+  for (int64_t t = 0; t < T; ++t)
+    for (int h = 0; h < heads; ++h) {
+      float* qp = &w.q_pe[(t * heads + h) * R];
+      std::memcpy(qp, &w.q[(t * heads + h) * qhd + nope], R * sizeof(float));
+      kernels::ApplyRope(qp, rope_.Row(w.token_pos[t]), R);
+    }
+  for (int h = 0; h < heads; ++h) {
+    kernels::MatMulT({.x = &w.q[h * qhd], .x_stride = heads * qhd, .num_rows = T,
+                      .w = a.kv_b.RowSlice(static_cast<int64_t>(h) * (nope + vd), nope), .y = &w.q_abs[h * L],
+                      .y_stride = static_cast<int64_t>(heads) * L},
+                     pool_);
+  }
+  times_.gemm += Now() - t0;
+  t0 = Now();
+  int64_t max_len = 0;
+  for (int64_t t = 0; t < T; ++t) max_len = std::max(max_len, w.token_pos[t] + 1);
+  w.attn_scratch.resize(pool_.num_threads() * max_len);
+  w.o_lat.resize(T * heads * L);
+  kernels::MlaAttention({.num_tokens = T, .num_heads = heads, .kv_lora_rank = L, .rope_dim = R, .q_abs = w.q_abs.data(),
+                         .q_pe = w.q_pe.data(), .token_cache = w.token_cache.data(), .token_pos = w.token_pos.data(),
+                         .softmax_scale = static_cast<float>(c.SoftmaxScale()), .out = w.o_lat.data(),
+                         .scratch = w.attn_scratch.data(), .scratch_per_thread = max_len},
+                        pool_);
+  times_.attention += Now() - t0;
+  t0 = Now();
+  // Values: W_uv per head on the latent output, then the output projection.
+  w.o.resize(T * heads * vd);
+  for (int h = 0; h < heads; ++h) {
+    kernels::MatMul({.x = &w.o_lat[h * L], .x_stride = static_cast<int64_t>(heads) * L, .num_rows = T,
+                     .w = a.kv_b.RowSlice(static_cast<int64_t>(h) * (nope + vd) + nope, vd), .y = &w.o[h * vd],
+                     .y_stride = static_cast<int64_t>(heads) * vd},
+                    pool_);
+  }
+  w.attn_out.resize(T * c.hidden_size);
+  kernels::MatMul({.x = w.o.data(), .num_rows = T, .w = a.o, .y = w.attn_out.data()}, pool_);
+  times_.gemm += Now() - t0;
+}
+
+Status Model::Moe(int l) {
+  const ModelConfig& c = config_;
+  Workspace& w = *ws_;
+  const MoeWeights& m = *weights_.layers[l].moe;
+  const int64_t T = w.T;
+  const int E = c.n_routed_experts, K = c.num_experts_per_tok;
+  double t0 = Now();
+  w.router_logits.resize(T * E);
+  kernels::MatMul({.x = w.xn.data(), .num_rows = T, .w = m.router, .y = w.router_logits.data()}, pool_);
+  w.gate_scratch.resize(2 * E);
+  w.expert_ids.resize(T * K);
+  w.weights.resize(T * K);
+  const kernels::GateOptions gopt = c.GateOpts();
+  const float* bias = m.score_bias.empty() ? nullptr : m.score_bias.data();
+  for (int64_t t = 0; t < T; ++t)
+    kernels::GateTopK(gopt, &w.router_logits[t * E], bias, w.gate_scratch.data(), &w.expert_ids[t * K], &w.weights[t * K]);
+  if (route_observer_) route_observer_(l, T, K, w.expert_ids.data(), w.weights.data());
+  times_.gate += Now() - t0;
+
+  // Dispatch overlap: start routing, run the shared expert while tokens travel, then finish.
+  t0 = Now();
+  RETURN_IF_ERROR(experts_->Start({.layer = l, .num_tokens = T, .hidden = c.hidden_size, .top_k = K, .x = w.xn.data(),
+                                   .expert_ids = w.expert_ids.data(), .weights = w.weights.data()}));
+  double t1 = Now();
+  if (!m.shared.empty()) RunMlp(m.shared, w.xn.data(), T, w.ffn_out.data(), w.mlp, pool_);
+  double t2 = Now();
+  times_.shared_expert += t2 - t1;
+  RETURN_IF_ERROR(experts_->Finish(w.ffn_out.data()));
+  times_.routed_experts += (Now() - t2) + (t1 - t0);
+  return Status::Ok();
+}
+
+}  // namespace epserve

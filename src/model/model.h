@@ -1,0 +1,76 @@
+// The DeepSeek-V2/V3 forward pass over a batch of sequence chunks of different lengths
+// (prefill chunks and single decode tokens mixed freely). Tokens of all chunks are flattened
+// so every projection runs once over the whole batch; attention reads each token's own
+// sequence from the latent cache. Routed experts are reached only through ExpertBackend.
+// Thread safety: one Forward at a time; parallelism comes from the ThreadPool.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "model/config.h"
+#include "model/experts.h"
+#include "model/kv_cache.h"
+#include "model/rope.h"
+#include "model/weights.h"
+
+namespace epserve {
+
+// One sequence's new tokens for this step. They occupy positions
+// [cache.length(slot), cache.length(slot) + tokens.size()).
+struct SequenceChunk {
+  int slot = 0;
+  std::vector<int32_t> tokens;
+};
+
+struct ForwardBatch {
+  std::vector<SequenceChunk> chunks;
+};
+
+// Called for each MoE layer with the batch's routing decisions (for traces and stats).
+using RouteObserver = std::function<void(int layer, int64_t num_tokens, int top_k, const int32_t* expert_ids,
+                                         const float* weights)>;
+
+// Wall time spent per part of the step, accumulated over Forward calls (seconds).
+struct StepTimes {
+  double attention = 0, gemm = 0, gate = 0, shared_expert = 0, routed_experts = 0, lm_head = 0;
+};
+
+class Model {
+ public:
+  // config and weights must outlive the model; experts may be replaced with SetExperts.
+  Model(const ModelConfig& config, const ModelWeights& weights, ThreadPool& pool);
+  ~Model();
+
+  void SetExperts(ExpertBackend* experts) { experts_ = experts; }
+  void SetRouteObserver(RouteObserver observer) { route_observer_ = std::move(observer); }
+
+  // Runs the batch, appends its tokens to the cache, and writes the logits of the last token of
+  // each chunk to logits [chunks, vocab]. Errors: unknown token ids, cache overflow.
+  Status Forward(const ForwardBatch& batch, LatentKvCache& cache, float* logits);
+
+  const ModelConfig& config() const { return config_; }
+  const StepTimes& times() const { return times_; }
+
+ private:
+  struct Workspace;
+  Status RunLayer(int layer, LatentKvCache& cache);
+  void Attention(int layer, LatentKvCache& cache);
+  Status Moe(int layer);
+
+  const ModelConfig& config_;
+  const ModelWeights& weights_;
+  ThreadPool& pool_;
+  std::unique_ptr<LocalExperts> local_experts_;
+  ExpertBackend* experts_;
+  RouteObserver route_observer_;
+  RopeTable rope_;
+  std::unique_ptr<Workspace> ws_;
+  StepTimes times_;
+};
+
+}  // namespace epserve

@@ -1,0 +1,34 @@
+// Deterministic random checkpoints in exactly the Hugging Face DeepSeek layout (same tensor
+// names, shapes, dtypes, FP8 128x128 block scales, e_score_correction_bias), for tests and
+// benchmarks: `epserve make-model`. Each tensor's values depend only on (seed, tensor name),
+// so the output is byte-identical across runs and independent of writing order.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "model/config.h"
+
+namespace epserve {
+
+enum class WeightDType { kBF16, kFP8 };
+
+struct SyntheticOptions {
+  std::string out_dir;
+  ModelConfig config;
+  WeightDType dtype = WeightDType::kBF16;
+  uint64_t seed = 0;
+  int num_shards = 1;  // > 1 writes model-0000i-of-0000N.safetensors + index
+  // Called after each shard is written with (shards done, total); may be null.
+  std::function<void(int done, int total)> progress;
+};
+
+// Known presets: "tiny", "tiny-v2", "bench" (see docs/checkpoint-format.md).
+StatusOr<ModelConfig> PresetConfig(const std::string& preset);
+std::vector<std::string> PresetNames();
+
+Status WriteSyntheticCheckpoint(const SyntheticOptions& options);
+
+}  // namespace epserve

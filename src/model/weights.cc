@@ -1,0 +1,155 @@
+#include "model/weights.h"
+
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "model/tensor_names.h"
+
+namespace epserve {
+
+namespace {
+
+bool DTypeAllowed(TensorRole role, DType dt) {
+  switch (role) {
+    case TensorRole::kLinear: return true;  // F32, BF16, or F8 (with scales)
+    default: return dt == DType::kF32 || dt == DType::kBF16;
+  }
+}
+
+std::string Where(const TensorInfo& t) { return t.file + ": tensor " + t.name; }
+
+std::string ShapeStr(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+class Binder {
+ public:
+  Binder(const Checkpoint& ck, ModelWeights* w) : ck_(ck), w_(w) {}
+
+  // Validates every expected tensor and that nothing else is present.
+  Status ValidateAll(const std::vector<TensorSpec>& specs) {
+    std::set<std::string> expected;
+    for (const auto& s : specs) {
+      const TensorInfo* t = ck_.Find(s.name);
+      if (t == nullptr) return Status::DataLoss(ck_.dir() + ": missing tensor " + s.name + " (want " + ShapeStr(s.shape) + ")");
+      if (t->shape != s.shape)
+        return Status::DataLoss(Where(*t) + ": shape " + t->ShapeString() + ", want " + ShapeStr(s.shape));
+      if (!DTypeAllowed(s.role, t->dtype))
+        return Status::DataLoss(Where(*t) + ": dtype " + DTypeName(t->dtype) + " is not allowed here (want BF16 or F32)");
+      expected.insert(s.name);
+      if (s.role == TensorRole::kLinear && t->dtype == DType::kF8E4M3) {
+        const std::string sname = s.name + "_scale_inv";
+        const TensorInfo* sc = ck_.Find(sname);
+        std::vector<int64_t> want = {(s.shape[0] + 127) / 128, (s.shape[1] + 127) / 128};
+        if (sc == nullptr) return Status::DataLoss(Where(*t) + ": F8_E4M3 weight without " + sname);
+        if (sc->dtype != DType::kF32) return Status::DataLoss(Where(*sc) + ": dtype " + DTypeName(sc->dtype) + ", want F32");
+        if (sc->shape != want) return Status::DataLoss(Where(*sc) + ": shape " + sc->ShapeString() + ", want " + ShapeStr(want));
+        expected.insert(sname);
+      }
+    }
+    for (const auto& [name, info] : ck_.tensors())
+      if (!expected.count(name)) return Status::DataLoss(Where(*info) + ": unexpected tensor (not part of this config's model)");
+    return Status::Ok();
+  }
+
+  std::vector<float> Vector(const std::string& name) {
+    const TensorInfo* t = ck_.Find(name);
+    std::vector<float> v(t->NumElements());
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (t->dtype == DType::kF32) {
+        std::memcpy(&v[i], t->data + 4 * i, 4);
+      } else {
+        uint16_t b;
+        std::memcpy(&b, t->data + 2 * i, 2);
+        v[i] = Bf16ToF32(b);
+      }
+    }
+    return v;
+  }
+
+  WeightView Matrix(const std::string& name) {
+    const TensorInfo* t = ck_.Find(name);
+    WeightView v{.dtype = t->dtype, .rows = t->shape[0], .cols = t->shape[1], .data = Aligned(*t, DTypeSize(t->dtype))};
+    if (t->dtype == DType::kF8E4M3) {
+      const TensorInfo* s = ck_.Find(name + "_scale_inv");
+      v.scale = static_cast<const float*>(Aligned(*s, 4));
+    }
+    return v;
+  }
+
+ private:
+  const void* Aligned(const TensorInfo& t, size_t align) {
+    if (reinterpret_cast<uintptr_t>(t.data) % align == 0) return t.data;
+    w_->owned.emplace_back(t.data, t.data + t.num_bytes);
+    return w_->owned.back().data();
+  }
+  const Checkpoint& ck_;
+  ModelWeights* w_;
+};
+
+MlpWeights BindMlp(Binder& b, const std::string& p) {
+  return MlpWeights{b.Matrix(p + "gate_proj.weight"), b.Matrix(p + "up_proj.weight"), b.Matrix(p + "down_proj.weight")};
+}
+
+LayerWeights BindLayer(Binder& b, const ModelConfig& c, int l, const LoadOptions& opt) {
+  const std::string p = LayerPrefix(l), a = p + "self_attn.";
+  LayerWeights w;
+  w.input_norm = b.Vector(p + "input_layernorm.weight");
+  w.post_norm = b.Vector(p + "post_attention_layernorm.weight");
+  if (c.q_lora_rank > 0) {
+    w.attn.q_a = b.Matrix(a + "q_a_proj.weight");
+    w.attn.q_a_norm = b.Vector(a + "q_a_layernorm.weight");
+    w.attn.q_b = b.Matrix(a + "q_b_proj.weight");
+  } else {
+    w.attn.q = b.Matrix(a + "q_proj.weight");
+  }
+  w.attn.kv_a = b.Matrix(a + "kv_a_proj_with_mqa.weight");
+  w.attn.kv_a_norm = b.Vector(a + "kv_a_layernorm.weight");
+  w.attn.kv_b = b.Matrix(a + "kv_b_proj.weight");
+  w.attn.o = b.Matrix(a + "o_proj.weight");
+  if (!c.IsMoeLayer(l)) {
+    w.dense = BindMlp(b, p + "mlp.");
+    return w;
+  }
+  w.moe = std::make_unique<MoeWeights>();
+  w.moe->router = b.Matrix(p + "mlp.gate.weight");
+  if (c.topk_method == kernels::TopkMethod::kNoauxTc) w.moe->score_bias = b.Vector(p + "mlp.gate.e_score_correction_bias");
+  w.moe->experts.resize(c.n_routed_experts);
+  for (int e = 0; e < c.n_routed_experts; ++e)
+    if (!opt.want_expert || opt.want_expert(l, e))
+      w.moe->experts[e] = BindMlp(b, p + "mlp.experts." + std::to_string(e) + ".");
+  if (c.n_shared_experts > 0) w.moe->shared = BindMlp(b, p + "mlp.shared_experts.");
+  return w;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const Checkpoint& ck, const ModelConfig& c,
+                                                           const LoadOptions& opt) {
+  auto w = std::make_unique<ModelWeights>();
+  Binder b(ck, w.get());
+  RETURN_IF_ERROR(b.ValidateAll(ExpectedTensors(c)));
+  w->embed = b.Matrix("model.embed_tokens.weight");
+  for (int l = 0; l < c.num_hidden_layers; ++l) w->layers.push_back(BindLayer(b, c, l, opt));
+  w->final_norm = b.Vector("model.norm.weight");
+  w->lm_head = b.Matrix("lm_head.weight");
+  for (int i = 0; i < c.num_nextn_predict_layers; ++i) {
+    const int l = c.num_hidden_layers + i;
+    const std::string p = LayerPrefix(l);
+    MtpWeights m;
+    m.enorm = b.Vector(p + "enorm.weight");
+    m.hnorm = b.Vector(p + "hnorm.weight");
+    m.head_norm = b.Vector(p + "shared_head.norm.weight");
+    m.eh_proj = b.Matrix(p + "eh_proj.weight");
+    m.embed = b.Matrix(p + "embed_tokens.weight");
+    m.head = b.Matrix(p + "shared_head.head.weight");
+    m.layer = BindLayer(b, c, l, opt);
+    w->mtp.push_back(std::move(m));
+  }
+  return w;
+}
+
+}  // namespace epserve

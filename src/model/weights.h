@@ -1,0 +1,73 @@
+// ModelWeights: every tensor of a checkpoint bound to its place in the model, after full
+// validation (missing, extra, wrong shape, wrong dtype: one-line errors naming file and tensor).
+// Matrices are views into the checkpoint's memory mapping (zero copy); norm vectors and router
+// biases are converted to float32 and owned. Views stay valid as long as the Checkpoint.
+// Routed experts that LoadOptions::want_expert rejects are validated but not bound (their
+// views stay empty), so an expert-parallel rank never touches other ranks' expert weights.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "base/status.h"
+#include "io/checkpoint.h"
+#include "model/config.h"
+#include "tensor/weight_view.h"
+
+namespace epserve {
+
+struct MlpWeights {
+  WeightView gate, up, down;  // SwiGLU: down(silu(gate x) * up x)
+  bool empty() const { return gate.empty(); }
+};
+
+struct AttentionWeights {
+  WeightView q_a;               // [q_lora, hidden]; empty when q_lora_rank is null
+  std::vector<float> q_a_norm;  // [q_lora]
+  WeightView q_b;               // [heads * qk_head_dim, q_lora]
+  WeightView q;                 // [heads * qk_head_dim, hidden] when q_lora_rank is null
+  WeightView kv_a;              // [kv_lora + rope, hidden]
+  std::vector<float> kv_a_norm; // [kv_lora]
+  WeightView kv_b;              // [heads * (nope + v), kv_lora]: per head W_uk rows then W_uv rows
+  WeightView o;                 // [hidden, heads * v]
+};
+
+struct MoeWeights {
+  WeightView router;                 // [experts, hidden]
+  std::vector<float> score_bias;     // e_score_correction_bias, empty unless noaux_tc
+  std::vector<MlpWeights> experts;   // [experts]; empty() for experts not loaded here
+  MlpWeights shared;                 // empty() when n_shared_experts == 0
+};
+
+struct LayerWeights {
+  std::vector<float> input_norm, post_norm;
+  AttentionWeights attn;
+  MlpWeights dense;  // dense layers only
+  std::unique_ptr<MoeWeights> moe;  // MoE layers only
+};
+
+struct MtpWeights {
+  std::vector<float> enorm, hnorm, head_norm;
+  WeightView eh_proj, embed, head;
+  LayerWeights layer;
+};
+
+struct LoadOptions {
+  // Which routed experts to bind; null binds all.
+  std::function<bool(int layer, int expert)> want_expert;
+};
+
+struct ModelWeights {
+  WeightView embed;  // [vocab, hidden]
+  std::vector<LayerWeights> layers;
+  std::vector<float> final_norm;
+  WeightView lm_head;  // [vocab, hidden]
+  std::vector<MtpWeights> mtp;
+  std::vector<std::vector<uint8_t>> owned;  // copies of tensors that were not aligned in the file
+
+  static StatusOr<std::unique_ptr<ModelWeights>> Load(const Checkpoint& ckpt, const ModelConfig& config,
+                                                      const LoadOptions& options);
+};
+
+}  // namespace epserve

@@ -1,0 +1,42 @@
+#include "runtime/loaded_model.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "model/synthetic.h"
+
+namespace epserve {
+
+StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& dir, const LoadOptions& options) {
+  auto m = std::make_unique<LoadedModel>();
+  ASSIGN_OR_RETURN(m->checkpoint, Checkpoint::Open(dir));
+  ASSIGN_OR_RETURN(m->config, ModelConfig::Parse(m->checkpoint->config_text(), m->checkpoint->config_path()));
+  ASSIGN_OR_RETURN(m->weights, ModelWeights::Load(*m->checkpoint, m->config, options));
+  return m;
+}
+
+StatusOr<std::string> EnsureDefaultModel() {
+  namespace fs = std::filesystem;
+  std::string base;
+  if (const char* d = std::getenv("EPSERVE_CACHE_DIR"); d && *d) base = d;
+  else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) base = std::string(x) + "/epserve";
+  else if (const char* h = std::getenv("HOME"); h && *h) base = std::string(h) + "/.cache/epserve";
+  else base = "/tmp/epserve-cache";
+  const std::string dir = base + "/models/tiny-bf16";
+  if (fs::exists(dir + "/config.json") && fs::exists(dir + "/model.safetensors")) return dir;
+  std::fprintf(stderr, "epserve: generating the default model (preset tiny) in %s\n", dir.c_str());
+  // Write to a temporary folder and rename, so concurrent first uses never see half a model.
+  const std::string tmp = dir + ".tmp." + std::to_string(::getpid());
+  ASSIGN_OR_RETURN(ModelConfig config, PresetConfig("tiny"));
+  RETURN_IF_ERROR(WriteSyntheticCheckpoint({.out_dir = tmp, .config = config, .dtype = WeightDType::kBF16, .seed = 0}));
+  std::error_code ec;
+  fs::rename(tmp, dir, ec);
+  if (ec && !fs::exists(dir + "/model.safetensors")) return Status::IoError(dir + ": cannot install default model: " + ec.message());
+  fs::remove_all(tmp, ec);
+  return dir;
+}
+
+}  // namespace epserve

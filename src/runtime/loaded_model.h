@@ -1,0 +1,27 @@
+// A checkpoint opened, its config parsed and its weights validated and bound: everything a
+// rank needs before it can build a Model. Owns the memory mappings the weights point into.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "io/checkpoint.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace epserve {
+
+struct LoadedModel {
+  std::unique_ptr<Checkpoint> checkpoint;
+  ModelConfig config;
+  std::unique_ptr<ModelWeights> weights;
+};
+
+StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& dir, const LoadOptions& options);
+
+// The embedded default model: the `tiny` preset (BF16), generated on first use into
+// $EPSERVE_CACHE_DIR, else $XDG_CACHE_HOME/epserve, else $HOME/.cache/epserve. Returns its dir.
+StatusOr<std::string> EnsureDefaultModel();
+
+}  // namespace epserve

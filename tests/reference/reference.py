@@ -1,0 +1,261 @@
+"""Independent float64 PyTorch reference of the DeepSeek-V3 family forward pass.
+
+Written from SPEC §2 and Hugging Face's DeepseekV3/V2 modeling semantics. Attention is
+the expanded (plain MHA) form and every step recomputes the whole sequence without a
+cache, so it shares nothing with the engine's absorbed/cached MLA.
+
+  /usr/bin/python3 tests/reference/reference.py --model DIR --prompt-ids 1,2,3 \
+      [--prompt-ids 4,5 ...] --max-tokens N --logits-out L.npy --tokens-out T.json
+
+Logits: float32 [num_sequences, N, vocab]; step 0 is at the last prompt position, step i
+at the i-th generated token. Greedy: generated token i+1 = argmax(step i). No EOS stop.
+stderr gets each sequence's smallest top-2 logit gap (relative to max|logit|): prompts
+whose gap is near the comparison tolerance make token-equality checks flaky.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_io import Checkpoint  # noqa: E402
+
+DT = torch.float64
+
+
+def yarn_get_mscale(scale, mscale):
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def yarn_find_correction_dim(num_rotations, dim, base, max_pos):
+    return (dim * math.log(max_pos / (num_rotations * 2 * math.pi))) / (2 * math.log(base))
+
+
+def yarn_find_correction_range(low_rot, high_rot, dim, base, max_pos):
+    low = math.floor(yarn_find_correction_dim(low_rot, dim, base, max_pos))
+    high = math.ceil(yarn_find_correction_dim(high_rot, dim, base, max_pos))
+    return max(low, 0), min(high, dim - 1)
+
+
+def yarn_linear_ramp(low, high, n):
+    if low == high:
+        high += 0.001
+    return torch.clamp((torch.arange(n, dtype=DT) - low) / (high - low), 0, 1)
+
+
+def rope_params(cfg):
+    """Returns (inv_freq [rope_dim/2], cos/sin multiplier, softmax scale)."""
+    dim, base = cfg["qk_rope_head_dim"], float(cfg.get("rope_theta", 10000.0))
+    freq_extra = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=DT) / dim))
+    scale = (cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"]) ** -0.5
+    rs = cfg.get("rope_scaling")
+    if not rs:
+        return freq_extra, 1.0, scale
+    kind = rs.get("type", rs.get("rope_type"))
+    if kind != "yarn":
+        raise ValueError(f"unsupported rope_scaling type {kind!r}")
+    factor = float(rs["factor"])
+    mscale, mscale_all = rs.get("mscale", 1), rs.get("mscale_all_dim", 0)
+    low, high = yarn_find_correction_range(
+        rs.get("beta_fast", 32), rs.get("beta_slow", 1), dim, base,
+        rs.get("original_max_position_embeddings", 4096))
+    mask = 1.0 - yarn_linear_ramp(low, high, dim // 2)
+    inv_freq = (freq_extra / factor) * (1 - mask) + freq_extra * mask
+    cs_mul = yarn_get_mscale(factor, mscale) / yarn_get_mscale(factor, mscale_all)
+    if mscale_all:
+        scale *= yarn_get_mscale(factor, mscale_all) ** 2
+    return inv_freq, cs_mul, scale
+
+
+def apply_rope_adjacent(x, cos, sin):
+    """x [T, ..., d]; pairs (2i, 2i+1) rotated by angle[t, i]. cos/sin [T, d/2]."""
+    shape = (cos.shape[0],) + (1,) * (x.dim() - 2) + (cos.shape[1],)
+    c, s = cos.reshape(shape), sin.reshape(shape)
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).flatten(-2)
+
+
+class Model:
+    """Weights are read lazily from the checkpoint and kept as float64 tensors."""
+
+    def __init__(self, model_dir):
+        with open(os.path.join(model_dir, "config.json")) as f:
+            self.cfg = json.load(f)
+        self.ckpt = Checkpoint(model_dir)
+        self._w = {}
+        self.inv_freq, self.cs_mul, self.softmax_scale = rope_params(self.cfg)
+        act = self.cfg.get("hidden_act", "silu")
+        if act != "silu":
+            raise ValueError(f"unsupported hidden_act {act!r}")
+
+    def w(self, name):
+        if name not in self._w:
+            self._w[name] = torch.from_numpy(self.ckpt.get_f64(name))
+        return self._w[name]
+
+    def linear(self, x, name):
+        return x @ self.w(name + ".weight").T
+
+    def rms(self, x, name):
+        eps = self.cfg["rms_norm_eps"]
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * self.w(name + ".weight")
+
+    def rope_cos_sin(self, num_tokens):
+        ang = torch.arange(num_tokens, dtype=DT)[:, None] * self.inv_freq[None, :]
+        return torch.cos(ang) * self.cs_mul, torch.sin(ang) * self.cs_mul
+
+    def mla_inputs(self, l, x):
+        """Shared by the expanded form and by self_test's absorbed form.
+
+        Returns q_nope [T,H,nope], q_pe [T,H,rope] (roped), c_kv [T,r] (normed),
+        k_pe [T,rope] (roped).
+        """
+        c, p = self.cfg, f"model.layers.{l}.self_attn"
+        num_tokens, nh = x.shape[0], c["num_attention_heads"]
+        nope, rope = c["qk_nope_head_dim"], c["qk_rope_head_dim"]
+        if c.get("q_lora_rank"):
+            q = self.linear(self.rms(self.linear(x, p + ".q_a_proj"), p + ".q_a_layernorm"),
+                            p + ".q_b_proj")
+        else:
+            q = self.linear(x, p + ".q_proj")
+        q = q.view(num_tokens, nh, nope + rope)
+        kv = self.linear(x, p + ".kv_a_proj_with_mqa")
+        c_kv = self.rms(kv[:, :c["kv_lora_rank"]], p + ".kv_a_layernorm")
+        cos, sin = self.rope_cos_sin(num_tokens)
+        q_pe = apply_rope_adjacent(q[..., nope:], cos, sin)
+        k_pe = apply_rope_adjacent(kv[:, c["kv_lora_rank"]:], cos, sin)
+        return q[..., :nope], q_pe, c_kv, k_pe
+
+    def attention(self, l, x):
+        """Expanded MLA: c_kv -> per-head k_nope and v, then causal MHA."""
+        c, p = self.cfg, f"model.layers.{l}.self_attn"
+        num_tokens, nh = x.shape[0], c["num_attention_heads"]
+        nope, vd = c["qk_nope_head_dim"], c["v_head_dim"]
+        q_nope, q_pe, c_kv, k_pe = self.mla_inputs(l, x)
+        kvb = self.linear(c_kv, p + ".kv_b_proj").view(num_tokens, nh, nope + vd)
+        k_nope, v = kvb[..., :nope], kvb[..., nope:]
+        q = torch.cat((q_nope, q_pe), -1)
+        k = torch.cat((k_nope, k_pe[:, None, :].expand(-1, nh, -1)), -1)
+        scores = torch.einsum("thd,shd->hts", q, k) * self.softmax_scale
+        causal = torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu(1)
+        probs = torch.softmax(scores.masked_fill(causal, float("-inf")), dim=-1)
+        o = torch.einsum("hts,shd->thd", probs, v).reshape(num_tokens, nh * vd)
+        return self.linear(o, p + ".o_proj")
+
+    def mlp(self, x, prefix):
+        gate = self.linear(x, prefix + ".gate_proj")
+        return self.linear(torch.nn.functional.silu(gate) * self.linear(x, prefix + ".up_proj"),
+                           prefix + ".down_proj")
+
+    def route(self, l, x):
+        """Returns (expert indices [T,k], weights [T,k]) of the MoE gate."""
+        c, p = self.cfg, f"model.layers.{l}.mlp.gate"
+        k, n_exp = c["num_experts_per_tok"], c["n_routed_experts"]
+        n_group, topk_group = c.get("n_group") or 1, c.get("topk_group") or 1
+        method, func = c.get("topk_method", "greedy"), c.get("scoring_func", "softmax")
+        logits = x @ self.w(p + ".weight").T
+        if func == "sigmoid":
+            scores = torch.sigmoid(logits)
+        elif func == "softmax":
+            scores = torch.softmax(logits, dim=-1)
+        else:
+            raise ValueError(f"unsupported scoring_func {func!r}")
+        if method == "greedy":
+            idx = torch.topk(scores, k, dim=-1).indices
+        elif method in ("noaux_tc", "group_limited_greedy"):
+            if method == "noaux_tc":
+                choice = scores + self.w(p + ".e_score_correction_bias")[None, :]
+                grouped = choice.view(-1, n_group, n_exp // n_group)
+                group_scores = grouped.topk(2, dim=-1).values.sum(-1)
+            else:
+                choice = scores
+                group_scores = choice.view(-1, n_group, n_exp // n_group).max(-1).values
+            keep = torch.topk(group_scores, topk_group, dim=-1).indices
+            group_mask = torch.zeros_like(group_scores, dtype=torch.bool).scatter_(1, keep, True)
+            expert_mask = group_mask.repeat_interleave(n_exp // n_group, dim=1)
+            idx = torch.topk(choice.masked_fill(~expert_mask, float("-inf")), k, dim=-1).indices
+        else:
+            raise ValueError(f"unsupported topk_method {method!r}")
+        weights = scores.gather(1, idx)
+        # HF DeepseekV2/V3 normalize only when top_k > 1.
+        if k > 1 and c.get("norm_topk_prob", False):
+            weights = weights / (weights.sum(-1, keepdim=True) + 1e-20)
+        return idx, weights * c.get("routed_scaling_factor", 1.0)
+
+    def moe(self, l, x):
+        p = f"model.layers.{l}.mlp"
+        idx, weights = self.route(l, x)
+        y = torch.zeros_like(x)
+        for e in torch.unique(idx).tolist():
+            tok, slot = (idx == e).nonzero(as_tuple=True)
+            y[tok] += weights[tok, slot][:, None] * self.mlp(x[tok], f"{p}.experts.{e}")
+        if self.cfg.get("n_shared_experts"):
+            y = y + self.mlp(x, p + ".shared_experts")
+        return y
+
+    def is_moe_layer(self, l):
+        c = self.cfg
+        return (c.get("n_routed_experts") is not None and l >= c.get("first_k_dense_replace", 0)
+                and l % c.get("moe_layer_freq", 1) == 0)
+
+    def forward(self, ids):
+        """ids: list of token ids (positions 0..T-1) -> float64 logits [T, vocab]."""
+        x = self.w("model.embed_tokens.weight")[torch.tensor(ids, dtype=torch.long)]
+        for l in range(self.cfg["num_hidden_layers"]):
+            p = f"model.layers.{l}"
+            h = x + self.attention(l, self.rms(x, p + ".input_layernorm"))
+            hn = self.rms(h, p + ".post_attention_layernorm")
+            x = h + (self.moe(l, hn) if self.is_moe_layer(l) else self.mlp(hn, p + ".mlp"))
+        return self.rms(x, "model.norm") @ self.w("lm_head.weight").T
+
+
+def generate(model, prompt, max_tokens):
+    """Greedy decoding; returns (float64 logits [max_tokens, vocab], generated ids)."""
+    seq, steps, out = list(prompt), [], []
+    for _ in range(max_tokens):
+        logits = model.forward(seq)[-1]
+        tok = int(torch.argmax(logits))
+        steps.append(logits)
+        out.append(tok)
+        seq.append(tok)
+    return torch.stack(steps), out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True, help="checkpoint dir (config.json + safetensors)")
+    ap.add_argument("--prompt-ids", action="append", required=True,
+                    help="comma-separated token ids; repeat for more sequences")
+    ap.add_argument("--max-tokens", type=int, required=True)
+    ap.add_argument("--logits-out", required=True, help=".npy, float32 [seqs, N, vocab]")
+    ap.add_argument("--tokens-out", required=True, help='.json {"tokens": [[...], ...]}')
+    args = ap.parse_args(argv)
+    if args.max_tokens < 1:
+        ap.error("--max-tokens must be >= 1")
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    model = Model(args.model)
+    vocab = model.cfg["vocab_size"]
+    prompts = [[int(t) for t in p.split(",") if t.strip()] for p in args.prompt_ids]
+    for p in prompts:
+        if not p or min(p) < 0 or max(p) >= vocab:
+            ap.error(f"bad prompt {p} for vocab_size {vocab}")
+    all_logits, all_tokens = [], []
+    for p in prompts:
+        logits, toks = generate(model, p, args.max_tokens)
+        all_logits.append(logits.numpy().astype(np.float32))
+        all_tokens.append(toks)
+        top2 = torch.topk(logits, 2, dim=-1).values
+        gaps = (top2[:, 0] - top2[:, 1]) / logits.abs().max(-1).values
+        print(f"sequence {len(all_tokens) - 1}: smallest top-2 gap/max|logit| "
+              f"{float(gaps.min()):.2e} at step {int(gaps.argmin())}", file=sys.stderr)
+    np.save(args.logits_out, np.stack(all_logits))
+    with open(args.tokens_out, "w") as f:
+        json.dump({"tokens": all_tokens}, f)
+
+
+if __name__ == "__main__":
+    main()

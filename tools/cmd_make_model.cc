@@ -1,0 +1,49 @@
+// `epserve make-model`: writes a deterministic random checkpoint in the Hugging Face layout.
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "model/synthetic.h"
+#include "tools/command.h"
+
+namespace epserve::tools {
+
+namespace {
+struct MakeModelFlags {
+  std::string preset = "tiny";
+  std::string out;
+  std::string dtype = "bf16";
+  uint64_t seed = 0;
+  int shards = 0;  // 0: preset default (bench: 4, others: 1)
+};
+}  // namespace
+
+void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx) {
+  auto flags = std::make_shared<MakeModelFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "make-model",
+      "Write a deterministic random DeepSeek-V3-family checkpoint (config.json + safetensors, exactly the\n"
+      "Hugging Face layout) from a preset: tiny (V3 routing, a few MB, for tests), tiny-v2 (V2-Lite recipe),\n"
+      "bench (V3 shapes scaled down, >= 2 GB, for benchmarks).");
+  cmd->add_option("--preset", flags->preset, "tiny | tiny-v2 | bench")->capture_default_str();
+  cmd->add_option("--out", flags->out, "output directory (created)")->required();
+  cmd->add_option("--dtype", flags->dtype, "bf16 | fp8 (128x128 block-quantized projections)")->capture_default_str();
+  cmd->add_option("--seed", flags->seed, "random seed")->capture_default_str();
+  cmd->add_option("--shards", flags->shards, "number of safetensors shards (0: preset default)");
+  cmd->callback([flags, &ctx] {
+    auto config = PresetConfig(flags->preset);
+    if (!config.ok()) return ReportError(ctx, config.status().message());
+    if (flags->dtype != "bf16" && flags->dtype != "fp8") return ReportError(ctx, "--dtype must be bf16 or fp8, got " + flags->dtype);
+    int shards = flags->shards > 0 ? flags->shards : (flags->preset == "bench" ? 4 : 1);
+    const bool tty = ::isatty(2);
+    SyntheticOptions opt{.out_dir = flags->out, .config = *config,
+                         .dtype = flags->dtype == "fp8" ? WeightDType::kFP8 : WeightDType::kBF16,
+                         .seed = flags->seed, .num_shards = shards};
+    if (tty && shards > 1) opt.progress = [](int done, int total) { std::fprintf(stderr, "\rwrote shard %d/%d", done, total); if (done == total) std::fprintf(stderr, "\n"); };
+    Status st = WriteSyntheticCheckpoint(opt);
+    if (!st.ok()) return ReportError(ctx, st.message());
+    std::printf("wrote %s model (%s) to %s\n", flags->preset.c_str(), flags->dtype.c_str(), flags->out.c_str());
+  });
+}
+
+}  // namespace epserve::tools
