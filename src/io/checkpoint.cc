@@ -38,8 +38,10 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir) {
       files.insert(it.value().get<std::string>());
     }
     shard_names.assign(files.begin(), files.end());
+    ck->listing_path_ = index_path;
   } else if (fs::exists(dir + "/model.safetensors")) {
     shard_names.push_back("model.safetensors");
+    ck->listing_path_ = dir + "/model.safetensors";
   } else {
     return Status::NotFound(dir + ": neither model.safetensors nor model.safetensors.index.json");
   }

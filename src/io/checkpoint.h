@@ -21,6 +21,8 @@ class Checkpoint {
   const std::string& dir() const { return dir_; }
   const std::string& config_text() const { return config_text_; }
   std::string config_path() const { return dir_ + "/config.json"; }
+  // The file that lists the tensors: model.safetensors or model.safetensors.index.json.
+  const std::string& listing_path() const { return listing_path_; }
   // nullptr when absent.
   const TensorInfo* Find(const std::string& name) const;
   const std::map<std::string, const TensorInfo*>& tensors() const { return tensors_; }
@@ -28,6 +30,7 @@ class Checkpoint {
  private:
   std::string dir_;
   std::string config_text_;
+  std::string listing_path_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, const TensorInfo*> tensors_;
 };

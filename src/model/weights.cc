@@ -34,7 +34,7 @@ class Binder {
     std::set<std::string> expected;
     for (const auto& s : specs) {
       const TensorInfo* t = ck_.Find(s.name);
-      if (t == nullptr) return Status::DataLoss(ck_.dir() + ": missing tensor " + s.name + " (want " + ShapeStr(s.shape) + ")");
+      if (t == nullptr) return Status::DataLoss(ck_.listing_path() + ": missing tensor " + s.name + " (want " + ShapeStr(s.shape) + ")");
       if (t->shape != s.shape)
         return Status::DataLoss(Where(*t) + ": shape " + t->ShapeString() + ", want " + ShapeStr(s.shape));
       if (!DTypeAllowed(s.role, t->dtype))

@@ -18,25 +18,31 @@ StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& dir, const L
   return m;
 }
 
-StatusOr<std::string> EnsureDefaultModel() {
+StatusOr<std::string> EnsurePresetModel(const std::string& preset, bool fp8, int num_shards,
+                                        const std::function<void(int, int)>& progress) {
   namespace fs = std::filesystem;
   std::string base;
   if (const char* d = std::getenv("EPSERVE_CACHE_DIR"); d && *d) base = d;
   else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) base = std::string(x) + "/epserve";
   else if (const char* h = std::getenv("HOME"); h && *h) base = std::string(h) + "/.cache/epserve";
   else base = "/tmp/epserve-cache";
-  const std::string dir = base + "/models/tiny-bf16";
-  if (fs::exists(dir + "/config.json") && fs::exists(dir + "/model.safetensors")) return dir;
-  std::fprintf(stderr, "epserve: generating the default model (preset tiny) in %s\n", dir.c_str());
+  const std::string dir = base + "/models/" + preset + (fp8 ? "-fp8" : "-bf16");
+  if (fs::exists(dir + "/config.json")) return dir;
+  std::fprintf(stderr, "epserve: generating the %s model (preset %s) in %s\n", fp8 ? "fp8" : "bf16", preset.c_str(),
+               dir.c_str());
   // Write to a temporary folder and rename, so concurrent first uses never see half a model.
   const std::string tmp = dir + ".tmp." + std::to_string(::getpid());
-  ASSIGN_OR_RETURN(ModelConfig config, PresetConfig("tiny"));
-  RETURN_IF_ERROR(WriteSyntheticCheckpoint({.out_dir = tmp, .config = config, .dtype = WeightDType::kBF16, .seed = 0}));
+  ASSIGN_OR_RETURN(ModelConfig config, PresetConfig(preset));
+  RETURN_IF_ERROR(WriteSyntheticCheckpoint({.out_dir = tmp, .config = config,
+                                            .dtype = fp8 ? WeightDType::kFP8 : WeightDType::kBF16, .seed = 0,
+                                            .num_shards = num_shards, .progress = progress}));
   std::error_code ec;
   fs::rename(tmp, dir, ec);
-  if (ec && !fs::exists(dir + "/model.safetensors")) return Status::IoError(dir + ": cannot install default model: " + ec.message());
+  if (ec && !fs::exists(dir + "/config.json")) return Status::IoError(dir + ": cannot install model: " + ec.message());
   fs::remove_all(tmp, ec);
   return dir;
 }
+
+StatusOr<std::string> EnsureDefaultModel() { return EnsurePresetModel("tiny", false, 1, nullptr); }
 
 }  // namespace epserve

@@ -2,6 +2,7 @@
 // rank needs before it can build a Model. Owns the memory mappings the weights point into.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -23,5 +24,10 @@ StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& dir, const L
 // The embedded default model: the `tiny` preset (BF16), generated on first use into
 // $EPSERVE_CACHE_DIR, else $XDG_CACHE_HOME/epserve, else $HOME/.cache/epserve. Returns its dir.
 StatusOr<std::string> EnsureDefaultModel();
+
+// Any preset, generated on first use into the same cache folder ("<preset>-<bf16|fp8>").
+// `progress` (may be null) is told of shards written.
+StatusOr<std::string> EnsurePresetModel(const std::string& preset, bool fp8, int num_shards,
+                                        const std::function<void(int, int)>& progress);
 
 }  // namespace epserve

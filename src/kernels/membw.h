@@ -1,0 +1,24 @@
+// Memory-bandwidth probes the benchmarks compare against, measured in the same run:
+// a vectorizable streaming read (sum) over a buffer far larger than cache, and the STREAM
+// triad a = b + s * c. Each thread of the pool streams its own contiguous share.
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+
+namespace epserve::kernels {
+
+struct BandwidthResult {
+  double read_gbps = 0;   // bytes read / s, best of `repeats`
+  double triad_gbps = 0;  // STREAM triad, counting 3 arrays of 4-byte elements
+};
+
+struct BandwidthOptions {
+  int64_t bytes = int64_t{1} << 30;  // read buffer size; triad uses three arrays of bytes / 4
+  int repeats = 3;
+};
+
+BandwidthResult MeasureBandwidth(const BandwidthOptions& options, ThreadPool& pool);
+
+}  // namespace epserve::kernels

@@ -1,0 +1,90 @@
+#include "model/model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "io/checkpoint.h"
+#include "model/test_util.h"
+
+namespace epserve {
+namespace {
+
+struct Loaded {
+  std::unique_ptr<Checkpoint> ck;
+  ModelConfig config;
+  std::unique_ptr<ModelWeights> w;
+};
+
+Loaded Load(const std::string& dir) {
+  Loaded l;
+  l.ck = std::move(Checkpoint::Open(dir).value());
+  l.config = ModelConfig::Parse(l.ck->config_text(), "config.json").value();
+  l.w = std::move(ModelWeights::Load(*l.ck, l.config, {}).value());
+  return l;
+}
+
+std::vector<int32_t> Prompt(int n, int start) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < n; ++i) p.push_back((start + 37 * i) % 1000);
+  return p;
+}
+
+// Logits for three sequences: prefill of lengths 1, 7, 33 in one batch.
+std::vector<float> PrefillLogits(const Loaded& m, int threads) {
+  ThreadPool pool(threads);
+  Model model(m.config, *m.w, pool);
+  LatentKvCache cache(m.config.num_hidden_layers, m.config.kv_a_dim(), 3, 64);
+  ForwardBatch b{{{0, Prompt(1, 3)}, {1, Prompt(7, 5)}, {2, Prompt(33, 11)}}};
+  std::vector<float> logits(3 * m.config.vocab_size);
+  Status st = model.Forward(b, cache, logits.data());
+  CHECK(st.ok()) << st.message();
+  return logits;
+}
+
+TEST(ModelTest, IdenticalForOneAndTwoThreads) {
+  Loaded m = Load(testing::MakeTiny("threads", "tiny", WeightDType::kFP8));
+  EXPECT_EQ(PrefillLogits(m, 1), PrefillLogits(m, 2));
+}
+
+TEST(ModelTest, IncrementalDecodeMatchesOneShotPrefill) {
+  for (const char* preset : {"tiny", "tiny-v2"}) {
+    Loaded m = Load(testing::MakeTiny("incremental", preset));
+    ThreadPool pool(2);
+    Model model(m.config, *m.w, pool);
+    const int V = m.config.vocab_size;
+    std::vector<int32_t> p = Prompt(20, 9);
+    // One shot.
+    LatentKvCache c1(m.config.num_hidden_layers, m.config.kv_a_dim(), 1, 32);
+    std::vector<float> one(V), inc(V);
+    ASSERT_TRUE(model.Forward({{{0, p}}}, c1, one.data()).ok());
+    // 12 tokens of prefill, then a chunk of 5, then 3 single tokens.
+    LatentKvCache c2(m.config.num_hidden_layers, m.config.kv_a_dim(), 1, 32);
+    ASSERT_TRUE(model.Forward({{{0, {p.begin(), p.begin() + 12}}}}, c2, inc.data()).ok());
+    ASSERT_TRUE(model.Forward({{{0, {p.begin() + 12, p.begin() + 17}}}}, c2, inc.data()).ok());
+    for (int i = 17; i < 20; ++i) ASSERT_TRUE(model.Forward({{{0, {p[i]}}}}, c2, inc.data()).ok());
+    EXPECT_EQ(c2.length(0), 20);
+    float max_abs = 0, max_diff = 0;
+    for (int i = 0; i < V; ++i) {
+      max_abs = std::max(max_abs, std::fabs(one[i]));
+      max_diff = std::max(max_diff, std::fabs(one[i] - inc[i]));
+    }
+    EXPECT_LT(max_diff / max_abs, 1e-5) << preset;
+    EXPECT_GT(max_abs, 0.1f);  // logits are not degenerate
+  }
+}
+
+TEST(ModelTest, RejectsBadTokensAndCacheOverflow) {
+  Loaded m = Load(testing::MakeTiny("bad"));
+  ThreadPool pool(1);
+  Model model(m.config, *m.w, pool);
+  LatentKvCache cache(m.config.num_hidden_layers, m.config.kv_a_dim(), 1, 4);
+  std::vector<float> logits(m.config.vocab_size);
+  Status st = model.Forward({{{0, {5, 1024}}}}, cache, logits.data());
+  EXPECT_EQ(st.message(), "token id 1024 out of range [0, 1024)");
+  st = model.Forward({{{0, {1, 2, 3, 4, 5}}}}, cache, logits.data());
+  EXPECT_NE(st.message().find("needs 5 positions; the cache holds 4"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace epserve

@@ -1,0 +1,95 @@
+#include "model/weights.h"
+
+#include <gtest/gtest.h>
+
+#include "io/checkpoint.h"
+#include "model/test_util.h"
+
+namespace epserve {
+namespace {
+
+Status LoadDir(const std::string& dir) {
+  ASSIGN_OR_RETURN(auto ck, Checkpoint::Open(dir));
+  ASSIGN_OR_RETURN(auto config, ModelConfig::Parse(ck->config_text(), ck->config_path()));
+  ASSIGN_OR_RETURN(auto w, ModelWeights::Load(*ck, config, {}));
+  return Status::Ok();
+}
+
+void ExpectError(const Status& st, const std::string& what) {
+  ASSERT_FALSE(st.ok()) << "expected an error containing: " << what;
+  EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
+  EXPECT_EQ(st.message().find('\n'), std::string::npos) << st.message();
+}
+
+TEST(WeightsTest, LoadsEveryPresetAndDtype) {
+  for (const char* preset : {"tiny", "tiny-v2"})
+    for (WeightDType dt : {WeightDType::kBF16, WeightDType::kFP8}) {
+      std::string dir = testing::MakeTiny("load", preset, dt);
+      Status st = LoadDir(dir);
+      EXPECT_TRUE(st.ok()) << preset << ": " << st.message();
+    }
+}
+
+TEST(WeightsTest, BindsOnlyWantedExperts) {
+  std::string dir = testing::MakeTiny("subset");
+  auto ck = Checkpoint::Open(dir);
+  auto config = ModelConfig::Parse((*ck)->config_text(), "config.json");
+  auto w = ModelWeights::Load(**ck, *config, {.want_expert = [](int, int e) { return e % 4 == 1; }});
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  const auto& experts = (*w)->layers[1].moe->experts;
+  EXPECT_TRUE(experts[0].empty());
+  EXPECT_FALSE(experts[1].empty());
+  EXPECT_FALSE((*w)->mtp[0].layer.moe->experts[5].empty());
+  EXPECT_FALSE((*w)->layers[1].moe->shared.empty());
+}
+
+TEST(WeightsTest, MissingTensor) {
+  std::string dir = testing::MakeTiny("missing");
+  testing::RewriteCheckpoint(dir, [](testing::EditableTensor& t) { return t.name != "model.layers.2.mlp.experts.7.up_proj.weight"; });
+  ExpectError(LoadDir(dir), "missing tensor model.layers.2.mlp.experts.7.up_proj.weight");
+}
+
+TEST(WeightsTest, ExtraTensor) {
+  std::string dir = testing::MakeTiny("extra");
+  testing::RewriteCheckpoint(dir, [](testing::EditableTensor&) { return true; },
+                             {{"model.layers.1.self_attn.rotary_emb.inv_freq", DType::kF32, {8}, std::vector<uint8_t>(32)}});
+  ExpectError(LoadDir(dir), "model.safetensors: tensor model.layers.1.self_attn.rotary_emb.inv_freq: unexpected tensor");
+}
+
+TEST(WeightsTest, WrongShape) {
+  std::string dir = testing::MakeTiny("shape");
+  testing::RewriteCheckpoint(dir, [](testing::EditableTensor& t) {
+    if (t.name == "model.layers.0.self_attn.kv_b_proj.weight") {
+      t.shape = {t.shape[1], t.shape[0]};
+    }
+    return true;
+  });
+  ExpectError(LoadDir(dir), "tensor model.layers.0.self_attn.kv_b_proj.weight: shape [128, 256], want [256, 128]");
+}
+
+TEST(WeightsTest, WrongDtype) {
+  std::string dir = testing::MakeTiny("dtype");
+  testing::RewriteCheckpoint(dir, [](testing::EditableTensor& t) {
+    if (t.name == "model.norm.weight") {  // a norm in FP8: same element count, other bytes
+      t.dtype = DType::kF8E4M3;
+      t.bytes.resize(t.bytes.size() / 2);
+    }
+    return true;
+  });
+  ExpectError(LoadDir(dir), "tensor model.norm.weight: dtype F8_E4M3 is not allowed here");
+}
+
+TEST(WeightsTest, Fp8WithoutScales) {
+  std::string dir = testing::MakeTiny("noscale", "tiny", WeightDType::kFP8);
+  testing::RewriteCheckpoint(dir, [](testing::EditableTensor& t) { return t.name != "model.layers.1.self_attn.o_proj.weight_scale_inv"; });
+  ExpectError(LoadDir(dir), "tensor model.layers.1.self_attn.o_proj.weight: F8_E4M3 weight without model.layers.1.self_attn.o_proj.weight_scale_inv");
+}
+
+TEST(WeightsTest, MissingMtpTensor) {
+  std::string dir = testing::MakeTiny("mtp");
+  testing::RewriteCheckpoint(dir, [](testing::EditableTensor& t) { return t.name != "model.layers.4.eh_proj.weight"; });
+  ExpectError(LoadDir(dir), "missing tensor model.layers.4.eh_proj.weight");
+}
+
+}  // namespace
+}  // namespace epserve

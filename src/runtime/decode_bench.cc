@@ -1,0 +1,86 @@
+#include "runtime/decode_bench.h"
+
+#include <chrono>
+#include <set>
+
+#include "model/model.h"
+
+namespace epserve {
+
+namespace {
+
+double MlpBytes(const MlpWeights& m) { return m.empty() ? 0 : m.gate.Bytes() + m.up.Bytes() + m.down.Bytes(); }
+
+// Bytes of every weight a decode step reads regardless of routing.
+double DenseBytes(const ModelWeights& w) {
+  double b = w.lm_head.Bytes();
+  for (const auto& l : w.layers) {
+    const auto& a = l.attn;
+    for (const WeightView* v : {&a.q_a, &a.q_b, &a.q, &a.kv_a, &a.kv_b, &a.o})
+      if (!v->empty()) b += v->Bytes();
+    b += MlpBytes(l.dense);
+    if (l.moe) b += l.moe->router.Bytes() + MlpBytes(l.moe->shared);
+  }
+  return b;
+}
+
+}  // namespace
+
+StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, ThreadPool& pool,
+                                                     const DecodeBenchOptions& opt) {
+  const ModelConfig& c = lm.config;
+  const ModelWeights& w = *lm.weights;
+  const double dense = DenseBytes(w);
+  std::vector<DecodeBenchRow> rows;
+  for (int batch : opt.batches) {
+    Model model(c, w, pool);
+    // Distinct experts per MoE layer in the current step.
+    std::vector<std::set<int>> touched(c.num_hidden_layers);
+    model.SetRouteObserver([&](int layer, int64_t n, int k, const int32_t* ids, const float*) {
+      for (int64_t i = 0; i < n * k; ++i) touched[layer].insert(ids[i]);
+    });
+    LatentKvCache cache(c.num_hidden_layers, c.kv_a_dim(), batch, opt.prompt_len + opt.decode_steps + 1);
+    ForwardBatch fb;
+    for (int s = 0; s < batch; ++s) {
+      std::vector<int32_t> p(opt.prompt_len);
+      for (int i = 0; i < opt.prompt_len; ++i) p[i] = (s * 7919 + i * 104729) % c.vocab_size;
+      fb.chunks.push_back({s, p});
+    }
+    std::vector<float> logits(static_cast<size_t>(batch) * c.vocab_size);
+    RETURN_IF_ERROR(model.Forward(fb, cache, logits.data()));  // prefill
+    double seconds = 0, weight_bytes = 0, kv_bytes = 0, experts = 0;
+    int moe_layers = 0;
+    for (int l = 0; l < c.num_hidden_layers; ++l) moe_layers += c.IsMoeLayer(l) ? 1 : 0;
+    for (int step = 0; step < opt.decode_steps; ++step) {
+      for (int s = 0; s < batch; ++s) {
+        const float* l = &logits[static_cast<size_t>(s) * c.vocab_size];
+        int32_t best = 0;
+        for (int v = 1; v < c.vocab_size; ++v)
+          if (l[v] > l[best]) best = v;
+        fb.chunks[s].tokens.assign(1, best);
+        kv_bytes += static_cast<double>(cache.length(s) + 1) * c.kv_a_dim() * sizeof(float) * c.num_hidden_layers;
+      }
+      for (auto& t : touched) t.clear();
+      auto t0 = std::chrono::steady_clock::now();
+      RETURN_IF_ERROR(model.Forward(fb, cache, logits.data()));
+      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      weight_bytes += dense;
+      for (int l = 0; l < c.num_hidden_layers; ++l) {
+        for (int e : touched[l]) weight_bytes += MlpBytes(w.layers[l].moe->experts[e]);
+        experts += static_cast<double>(touched[l].size());
+      }
+    }
+    DecodeBenchRow r;
+    r.batch = batch;
+    r.step_ms = seconds / opt.decode_steps * 1e3;
+    r.tokens_per_s = batch * opt.decode_steps / seconds;
+    r.weight_bytes_per_step = weight_bytes / opt.decode_steps;
+    r.kv_bytes_per_step = kv_bytes / opt.decode_steps;
+    r.experts_touched_per_layer = moe_layers ? experts / opt.decode_steps / moe_layers : 0;
+    r.achieved_gbps = (weight_bytes + kv_bytes) / seconds / 1e9;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+}  // namespace epserve

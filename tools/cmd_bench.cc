@@ -1,0 +1,91 @@
+// `epserve bench ...`: benchmarks that print what they measure (tables, or one JSON object
+// with --json). Field names are documented in docs/benchmarks.md.
+#include <unistd.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "kernels/membw.h"
+#include "runtime/decode_bench.h"
+#include "runtime/loaded_model.h"
+#include "tools/command.h"
+
+namespace epserve::tools {
+
+namespace {
+
+struct DecodeFlags {
+  std::string model;
+  std::string dtype = "fp8";
+  std::vector<int> batches = {1, 8, 32};
+  int prompt_len = 64, steps = 8, threads = 0;
+  double bw_gib = 1.0;
+  bool json = false;
+};
+
+Status RunDecode(const DecodeFlags& f) {
+  std::string dir = f.model;
+  if (dir.empty()) {
+    auto progress = [](int done, int total) {
+      if (::isatty(2)) std::fprintf(stderr, "\rwrote shard %d/%d%s", done, total, done == total ? "\n" : "");
+    };
+    ASSIGN_OR_RETURN(dir, EnsurePresetModel("bench", f.dtype == "fp8", 4, progress));
+  }
+  ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
+  kernels::BandwidthResult bw = kernels::MeasureBandwidth({.bytes = static_cast<int64_t>(f.bw_gib * (1 << 30))}, pool);
+  ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {}));
+  ASSIGN_OR_RETURN(auto rows, RunDecodeBench(*loaded, pool, {.batches = f.batches, .prompt_len = f.prompt_len,
+                                                              .decode_steps = f.steps}));
+  if (f.json) {
+    nlohmann::json j;
+    j["model"] = dir;
+    j["threads"] = pool.num_threads();
+    j["read_bandwidth_gbps"] = bw.read_gbps;
+    j["triad_bandwidth_gbps"] = bw.triad_gbps;
+    for (const auto& r : rows) {
+      j["rows"].push_back({{"batch", r.batch}, {"tokens_per_s", r.tokens_per_s}, {"step_ms", r.step_ms},
+                           {"weight_bytes_per_step", r.weight_bytes_per_step}, {"kv_bytes_per_step", r.kv_bytes_per_step},
+                           {"experts_touched_per_layer", r.experts_touched_per_layer},
+                           {"achieved_gbps", r.achieved_gbps}, {"fraction_of_read_bandwidth", r.achieved_gbps / bw.read_gbps}});
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+    return Status::Ok();
+  }
+  std::printf("model: %s, threads: %d\n", dir.c_str(), pool.num_threads());
+  std::printf("measured bandwidth: streaming read %.2f GB/s, STREAM triad %.2f GB/s\n", bw.read_gbps, bw.triad_gbps);
+  std::printf("%6s %10s %9s %12s %10s %10s %10s %9s\n", "batch", "tokens/s", "step ms", "weights MB", "KV MB",
+              "experts/L", "GB/s", "of read");
+  for (const auto& r : rows) {
+    std::printf("%6d %10.2f %9.2f %12.1f %10.2f %10.1f %10.2f %8.1f%%\n", r.batch, r.tokens_per_s, r.step_ms,
+                r.weight_bytes_per_step / 1e6, r.kv_bytes_per_step / 1e6, r.experts_touched_per_layer, r.achieved_gbps,
+                100.0 * r.achieved_gbps / bw.read_gbps);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterBenchCommand(CLI::App& app, CommandContext& ctx) {
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks; each prints what it measured (--json: one JSON object).");
+  bench->require_subcommand(1);
+  auto f = std::make_shared<DecodeFlags>();
+  CLI::App* decode = bench->add_subcommand(
+      "decode",
+      "Decode tokens/s at several batch sizes on the bench model (generated on first use, >= 2 GB),\n"
+      "bytes of weights + KV read per step, and that against this machine's memory bandwidth\n"
+      "measured in the same run (streaming read; STREAM triad printed beside it).");
+  decode->add_option("--model", f->model, "checkpoint directory (default: the bench preset)");
+  decode->add_option("--dtype", f->dtype, "bf16 | fp8, for the default bench model")->capture_default_str();
+  decode->add_option("--batches", f->batches, "batch sizes (comma-separated)")->delimiter(',')->capture_default_str();
+  decode->add_option("--prompt-len", f->prompt_len, "prompt tokens per sequence before decoding")->capture_default_str();
+  decode->add_option("--steps", f->steps, "decode steps timed per batch size")->capture_default_str();
+  decode->add_option("--threads", f->threads, "worker threads (0: all cores)");
+  decode->add_option("--bandwidth-gib", f->bw_gib, "buffer size of the bandwidth probe, GiB")->capture_default_str();
+  decode->add_flag("--json", f->json, "print one JSON object instead of the table");
+  decode->callback([f, &ctx] {
+    Status st = RunDecode(*f);
+    if (!st.ok()) ReportError(ctx, st.message());
+  });
+}
+
+}  // namespace epserve::tools
