@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "io/npy.h"
+#include "comm/communicator.h"
+#include "runtime/ep_runner.h"
 #include "runtime/generator.h"
 #include "runtime/loaded_model.h"
 #include "tools/command.h"
@@ -21,6 +23,15 @@ struct GenerateFlags {
   float temperature = 0.0f, top_p = 1.0f;
   uint64_t seed = 0;
   int threads = 0;
+  std::string expert_input = "f32";
+  // Expert parallelism (under mpirun).
+  int tp = 1;
+  int ranks_per_node = 0;
+  std::string a2a = "sparse";
+  std::string placement;
+  bool stats = false;
+  double timeout = 120.0;
+  int kill_rank = -1, kill_step = -1;
 };
 
 StatusOr<std::vector<int32_t>> ParseIds(const std::string& text, size_t idx) {
@@ -41,6 +52,45 @@ StatusOr<std::vector<int32_t>> ParseIds(const std::string& text, size_t idx) {
   return ids;
 }
 
+struct Timing {
+  int64_t prefill_tokens, decode_tokens;
+  double prefill_seconds, decode_seconds;
+};
+Status Report(const GenerateFlags& f, const std::vector<std::vector<int32_t>>& tokens, const std::vector<float>& logits,
+              int vocab, const Timing& t);
+
+// Under mpirun: every rank runs its DP group's share; rank 0 prints. Errors every rank sees
+// alike are printed once (by rank 0); a rank's own failure is printed by that rank, and the job
+// is aborted so no peer waits for it.
+Status RunDistributed(const GenerateFlags& f, const std::string& dir, const std::vector<std::vector<int32_t>>& prompts,
+                      const GenerateOptions& opt) {
+  ASSIGN_OR_RETURN(auto mpi, comm::MpiWorld::Init(nullptr, nullptr, {.timeout_seconds = f.timeout}));
+  EpRunOptions eo{.model_dir = dir, .prompts = prompts, .generate = opt, .tp = f.tp, .ranks_per_node = f.ranks_per_node,
+                  .a2a = f.a2a == "padded" ? comm::A2aMode::kPadded : comm::A2aMode::kSparse,
+                  .placement_path = f.placement, .threads = f.threads, .kill_rank = f.kill_rank, .kill_step = f.kill_step};
+  EpRunResult res;
+  EpError err = RunEpGenerate(*mpi, eo, &res);
+  const int rank = mpi->world().rank();
+  if (!err.status.ok()) {
+    if (err.is_global) {
+      if (rank == 0) std::fprintf(stderr, "epserve: error: %s\n", err.status.message().c_str());
+      return Status::Unavailable("");  // exit code 1, nothing more to print
+    }
+    std::fprintf(stderr, "epserve: error: %s\n", err.status.message().c_str());
+    std::fflush(stderr);
+    mpi->Abort(1);
+  }
+  if (rank != 0) return Status::Ok();
+  std::printf("ranks: %d (machines: %d, DP %d x TP %d), prompts per DP group:", res.num_ranks, res.num_nodes, res.dp,
+              res.tp);
+  for (int b : res.group_batch) std::printf(" %d", b);
+  std::printf("\n");
+  RETURN_IF_ERROR(Report(f, res.tokens, res.logits, res.vocab,
+                         {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds}));
+  if (f.stats) std::printf("\n%s", res.stats_table.c_str());
+  return Status::Ok();
+}
+
 Status Run(const GenerateFlags& f) {
   std::string dir = f.model;
   if (dir.empty()) {
@@ -51,13 +101,31 @@ Status Run(const GenerateFlags& f) {
     ASSIGN_OR_RETURN(auto ids, ParseIds(f.prompts[i], i));
     prompts.push_back(std::move(ids));
   }
-  ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {}));
-  ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
-  Model model(loaded->config, *loaded->weights, pool);
   GenerateOptions opt{.max_tokens = f.max_tokens,
                       .sampling = {.temperature = f.temperature, .top_p = f.top_p, .seed = f.seed},
                       .keep_logits = !f.logits_out.empty()};
+  if (f.expert_input != "f32" && f.expert_input != "fp8")
+    return Status::InvalidArgument("--expert-input must be f32 or fp8, got " + f.expert_input);
+  if (f.a2a != "sparse" && f.a2a != "padded") return Status::InvalidArgument("--a2a must be sparse or padded, got " + f.a2a);
+  if (comm::LaunchedByMpi()) return RunDistributed(f, dir, prompts, opt);
+  if (f.tp != 1 || f.stats || !f.placement.empty())
+    return Status::InvalidArgument("--tp, --placement and --stats need several ranks: run under mpirun -np N");
+  ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {}));
+  ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
+  Model model(loaded->config, *loaded->weights, pool);
+  LocalExperts experts(*loaded->weights, pool,
+                       f.expert_input == "fp8" ? ExpertInputFormat::kFp8 : ExpertInputFormat::kF32);
+  model.SetExperts(&experts);
   ASSIGN_OR_RETURN(GenerateResult res, Generate(model, prompts, opt));
+  return Report(f, res.tokens, res.logits, loaded->config.vocab_size,
+                {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds});
+}
+
+Status Report(const GenerateFlags& f, const std::vector<std::vector<int32_t>>& tokens, const std::vector<float>& logits,
+              int vocab, const Timing& t) {
+  const GenerateResult res{.tokens = tokens, .logits = {}, .prefill_tokens = t.prefill_tokens,
+                           .decode_tokens = t.decode_tokens, .prefill_seconds = t.prefill_seconds,
+                           .decode_seconds = t.decode_seconds};
   for (size_t s = 0; s < res.tokens.size(); ++s) {
     std::printf("sequence %zu:", s);
     for (int32_t t : res.tokens[s]) std::printf(" %d", t);
@@ -68,9 +136,7 @@ Status Run(const GenerateFlags& f) {
   std::printf("decode: %lld tokens in %.3f s (%.1f tokens/s)\n", static_cast<long long>(res.decode_tokens),
               res.decode_seconds, res.decode_tokens / std::max(res.decode_seconds, 1e-9));
   if (!f.logits_out.empty()) {
-    RETURN_IF_ERROR(WriteNpyF32(f.logits_out,
-                                {static_cast<int64_t>(prompts.size()), f.max_tokens, loaded->config.vocab_size},
-                                res.logits.data()));
+    RETURN_IF_ERROR(WriteNpyF32(f.logits_out, {static_cast<int64_t>(tokens.size()), f.max_tokens, vocab}, logits.data()));
   }
   if (!f.tokens_out.empty()) {
     std::ofstream out(f.tokens_out);
@@ -98,9 +164,25 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--top-p", f->top_p, "nucleus sampling mass")->capture_default_str();
   cmd->add_option("--seed", f->seed, "sampling seed (sequence i uses seed + i)")->capture_default_str();
   cmd->add_option("--threads", f->threads, "worker threads (0: all cores)");
+  cmd->add_option("--expert-input", f->expert_input,
+                  "f32 | fp8: fp8 rounds expert inputs through the dispatch format, as an expert-parallel run does")
+      ->capture_default_str();
+  auto* ep = "Expert parallelism (run under mpirun -np N)";
+  cmd->add_option("--tp", f->tp, "TP ranks per DP group (DP = N / TP); heads split, experts never duplicated")
+      ->group(ep)->capture_default_str();
+  cmd->add_option("--ranks-per-node", f->ranks_per_node, "emulate machines of K ranks (0: as MPI reports)")->group(ep);
+  cmd->add_option("--a2a", f->a2a, "sparse (counts, then only real rows) | padded (old all-reduce + padded all-to-all)")
+      ->group(ep)->capture_default_str();
+  cmd->add_option("--placement", f->placement, "expert placement file (docs/placement-format.md); default contiguous")->group(ep);
+  cmd->add_flag("--stats", f->stats, "print traffic per MoE layer, tokens per rank/expert, time per kernel")->group(ep);
+  cmd->add_option("--timeout", f->timeout, "seconds a rank waits for its peers before giving up")->group(ep)->capture_default_str();
+  cmd->add_option("--fault-kill-rank", f->kill_rank)->group("");  // tests: that rank SIGKILLs itself
+  cmd->add_option("--fault-kill-step", f->kill_step)->group("");
   cmd->callback([f, &ctx] {
     Status st = Run(*f);
-    if (!st.ok()) ReportError(ctx, st.message());
+    if (st.ok()) return;
+    if (st.message().empty()) ctx.exit_code = 1;
+    else ReportError(ctx, st.message());
   });
 }
 

@@ -18,6 +18,10 @@ void ReportError(CommandContext& ctx, const std::string& message);
 void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx);
 void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx);
 void RegisterBenchCommand(CLI::App& app, CommandContext& ctx);
+void RegisterTraceCommand(CLI::App& app, CommandContext& ctx);
+void RegisterPlaceCommand(CLI::App& app, CommandContext& ctx);
+void RegisterPlanCommand(CLI::App& app, CommandContext& ctx);
+void AddBenchKernelsCommand(CLI::App* bench, CommandContext& ctx);  // `bench kernels`, cmd_bench_kernels.cc
 // (helpers add their Register*Command declarations here)
 
 }  // namespace epserve::tools

@@ -24,6 +24,9 @@ int main(int argc, char** argv) {
   RegisterMakeModelCommand(app, ctx);
   RegisterGenerateCommand(app, ctx);
   RegisterBenchCommand(app, ctx);
+  RegisterTraceCommand(app, ctx);
+  RegisterPlaceCommand(app, ctx);
+  RegisterPlanCommand(app, ctx);
   // (helpers add their Register*Command calls here)
   CLI11_PARSE(app, argc, argv);
   return ctx.exit_code;

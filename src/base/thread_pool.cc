@@ -1,14 +1,39 @@
 #include "base/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "base/check.h"
 
 namespace epserve {
 
 namespace {
-// Chunk [begin, end) of thread t when n items (in units of grain) go to num threads.
-void ChunkOf(size_t n, size_t grain, int num, int t, size_t* begin, size_t* end) {
+
+// How long a worker (or the caller, waiting for workers) spins before it sleeps.
+constexpr auto kSpinFor = std::chrono::microseconds(200);
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Spins until done() or kSpinFor has passed; returns done().
+template <typename Pred>
+bool SpinUntil(const Pred& done) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpinFor;
+  for (int i = 0;; ++i) {
+    if (done()) return true;
+    CpuRelax();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > deadline) return done();
+  }
+}
+
+}  // namespace
+
+void ThreadPool::ChunkOf(size_t n, size_t grain, int num, int t, size_t* begin, size_t* end) {
   size_t units = (n + grain - 1) / grain;
   size_t per = units / num, extra = units % num;
   size_t ub = t * per + std::min<size_t>(t, extra);
@@ -16,7 +41,6 @@ void ChunkOf(size_t n, size_t grain, int num, int t, size_t* begin, size_t* end)
   *begin = std::min(n, ub * grain);
   *end = std::min(n, ue * grain);
 }
-}  // namespace
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
   for (int t = 1; t < num_threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
@@ -25,7 +49,7 @@ ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads))
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true, std::memory_order_release);
   }
   start_cv_.notify_all();
   for (auto& w : workers_) w.join();
@@ -45,43 +69,46 @@ void ThreadPool::ParallelFor(size_t n, size_t grain,
     fn(0, n, 0);
     return;
   }
+  job_ = &fn;
+  job_n_ = n;
+  job_grain_ = grain;
+  pending_.store(num_threads_ - 1, std::memory_order_relaxed);
   {
+    // Bumping under the mutex: a worker that found no new generation under the lock is
+    // already waiting when notify_all runs, so no wake-up is lost.
     std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    job_n_ = n;
-    job_grain_ = grain;
-    pending_ = num_threads_ - 1;
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   start_cv_.notify_all();
   size_t b, e;
   ChunkOf(n, grain, num_threads_, 0, &b, &e);
   if (b < e) fn(b, e, 0);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this] { return pending_ == 0; });
+  auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (!SpinUntil(all_done)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, all_done);
+  }
   job_ = nullptr;
 }
 
 void ThreadPool::WorkerLoop(int thread_idx) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(size_t, size_t, int)>* job;
-    size_t n, grain;
-    {
+    auto woken = [&] {
+      return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
+    };
+    if (!SpinUntil(woken)) {
       std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = job_n_;
-      grain = job_grain_;
+      start_cv_.wait(lock, woken);
     }
+    if (stop_.load(std::memory_order_acquire)) return;
+    seen = generation_.load(std::memory_order_acquire);
     size_t b, e;
-    ChunkOf(n, grain, num_threads_, thread_idx, &b, &e);
-    if (b < e) (*job)(b, e, thread_idx);
-    {
+    ChunkOf(job_n_, job_grain_, num_threads_, thread_idx, &b, &e);
+    if (b < e) (*job_)(b, e, thread_idx);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_cv_.notify_one();
+      done_cv_.notify_one();
     }
   }
 }

@@ -1,138 +1,118 @@
+// MatMul and MatMulT: Highway kernels with runtime dispatch (one dispatch per call). The
+// per-target code lives in matmul_decode-inl.h / matmul_blocked-inl.h (shared with the grouped
+// expert GEMM); the scalar twins are in matmul_reference.cc.
 #include "kernels/matmul.h"
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
-#include "base/check.h"
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/matmul.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/matmul_blocked-inl.h"
+#include "kernels/matmul_decode-inl.h"
+#include "kernels/simd-inl.h"
 
-namespace epserve::kernels {
+HWY_BEFORE_NAMESPACE();
+namespace epserve::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
 
-namespace {
+void MatMulRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) { GemmRows(a, n_begin, n_end); }
 
-constexpr int64_t kRowTile = 4;     // weight rows dequantized together
-constexpr int64_t kKChunk = 512;    // multiple of the FP8 block (128)
-
-// Eight independent partial sums so the compiler vectorizes without reassociating.
-inline float Dot(const float* a, const float* b, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  float tail = 0.0f;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
-}
-
-}  // namespace
-
-void DequantizeRow(const WeightView& w, int64_t row, int64_t k_begin, int64_t count, float* out) {
-  switch (w.dtype) {
-    case DType::kF32: {
-      std::memcpy(out, static_cast<const float*>(w.data) + row * w.cols + k_begin, count * 4);
-      return;
-    }
-    case DType::kBF16: {
-      const uint16_t* src = static_cast<const uint16_t*>(w.data) + row * w.cols + k_begin;
-      for (int64_t i = 0; i < count; ++i) {
-        uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
-        std::memcpy(out + i, &bits, 4);
+// Columns [k_begin, k_end) of y[M, K] = x[M, N] W[N, K] (strides resolved). A slab of up to
+// kSlabRows weight rows x kSlabCols columns is dequantized once and used for every x row; each
+// y element is one FMA chain over n in order, whatever the column split.
+template <DType kDType>
+void MatMulTColumnsT(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) {
+  constexpr int64_t kSlabRows = 128, kSlabCols = 64;
+  const hn::ScalableTag<float> df;
+  using V = hn::Vec<decltype(df)>;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t M = a.num_rows, N = a.w.rows;
+  HWY_ALIGN_MAX float slab[kSlabRows][kSlabCols + HWY_MAX_BYTES / sizeof(float)];
+  HWY_ALIGN_MAX float tmp[HWY_MAX_BYTES / sizeof(float)];
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += kSlabCols) {
+    const int64_t kc = std::min(kSlabCols, k_end - k0);
+    for (int64_t n0 = 0; n0 < N; n0 += kSlabRows) {
+      const int64_t nn = std::min(kSlabRows, N - n0);
+      for (int64_t n = 0; n < nn; ++n) {
+        DequantizeSpan<kDType>(df, a.w, n0 + n, k0, kc, slab[n]);
+        std::fill(slab[n] + kc, slab[n] + (kc + L - 1) / L * L, 0.0f);
       }
-      return;
-    }
-    case DType::kF8E4M3: {
-      const uint8_t* src = static_cast<const uint8_t*>(w.data) + row * w.cols;
-      const float* scale_row = w.scale + ((row + w.scale_row_offset) / kFp8BlockSize) * w.ScaleCols();
-      for (int64_t i = 0; i < count;) {
-        int64_t k = k_begin + i;
-        int64_t block_end = std::min(k_begin + count, (k / kFp8BlockSize + 1) * kFp8BlockSize);
-        float s = scale_row[k / kFp8BlockSize];
-        for (; k < block_end; ++k, ++i) out[i] = kFp8E4M3ToF32[src[k]] * s;
+      for (int64_t m = 0; m < M; ++m) {
+        const float* xr = a.x + m * a.x_stride + n0;
+        float* yr = a.y + m * a.y_stride + k0;
+        for (int64_t j = 0; j < kc; j += L) {
+          const bool full = j + L <= kc;
+          float* dst = full ? yr + j : tmp;
+          if (!full) std::memcpy(tmp, yr + j, (kc - j) * sizeof(float));
+          V acc = n0 == 0 ? hn::Zero(df) : hn::LoadU(df, dst);
+          for (int64_t n = 0; n < nn; ++n) acc = hn::MulAdd(hn::Set(df, xr[n]), hn::Load(df, slab[n] + j), acc);
+          hn::StoreU(acc, df, dst);
+          if (!full) std::memcpy(yr + j, tmp, (kc - j) * sizeof(float));
+        }
       }
-      return;
     }
   }
 }
 
+void MatMulTColumns(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) {
+  switch (a.w.dtype) {
+    case DType::kF32: return MatMulTColumnsT<DType::kF32>(a, k_begin, k_end);
+    case DType::kBF16: return MatMulTColumnsT<DType::kBF16>(a, k_begin, k_end);
+    case DType::kF8E4M3: return MatMulTColumnsT<DType::kF8E4M3>(a, k_begin, k_end);
+  }
+}
+
+}  // namespace epserve::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace epserve::kernels {
+
+HWY_EXPORT(MatMulRows);
+HWY_EXPORT(MatMulTColumns);
+
+namespace {
+// Rows per work unit: a multiple of 16 holding at least 32 KB of weights, so small matrices run
+// on fewer threads than a wake-up would cost.
+size_t RowGrain(const WeightView& w) {
+  const int64_t row_bytes = std::max<int64_t>(1, w.cols * static_cast<int64_t>(DTypeSize(w.dtype)));
+  const int64_t rows = (int64_t{32} << 10) / row_bytes;
+  return static_cast<size_t>(std::max<int64_t>(16, (rows + 15) / 16 * 16));
+}
+}  // namespace
+
 void MatMul(const MatMulArgs& args, ThreadPool& pool) {
-  const WeightView& w = args.w;
-  const int64_t M = args.num_rows, N = w.rows, K = w.cols;
-  const int64_t xs = args.x_stride ? args.x_stride : K;
-  const int64_t ys = args.y_stride ? args.y_stride : N;
-  if (M == 0 || N == 0) return;
-  pool.ParallelFor(N, kRowTile, [&](size_t nb, size_t ne, int) {
-    alignas(64) float buf[kRowTile][kKChunk];
-    for (int64_t n0 = nb; n0 < static_cast<int64_t>(ne); n0 += kRowTile) {
-      const int64_t rows = std::min<int64_t>(kRowTile, ne - n0);
-      if (!args.accumulate)
-        for (int64_t m = 0; m < M; ++m) std::fill_n(args.y + m * ys + n0, rows, 0.0f);
-      for (int64_t k0 = 0; k0 < K; k0 += kKChunk) {
-        const int64_t kc = std::min(kKChunk, K - k0);
-        for (int64_t r = 0; r < rows; ++r) DequantizeRow(w, n0 + r, k0, kc, buf[r]);
-        for (int64_t m = 0; m < M; ++m) {
-          const float* xr = args.x + m * xs + k0;
-          float* yr = args.y + m * ys + n0;
-          for (int64_t r = 0; r < rows; ++r) yr[r] += Dot(xr, buf[r], kc);
-        }
-      }
-    }
+  MatMulArgs a = args;
+  const int64_t N = a.w.rows, K = a.w.cols;
+  if (a.num_rows == 0 || N == 0) return;
+  if (a.x_stride == 0) a.x_stride = K;
+  if (a.y_stride == 0) a.y_stride = N;
+  const auto rows = HWY_DYNAMIC_DISPATCH(MatMulRows);
+  pool.ParallelFor(N, RowGrain(a.w), [&](size_t b, size_t e, int) {
+    rows(a, static_cast<int64_t>(b), static_cast<int64_t>(e));
   });
 }
 
 void MatMulT(const MatMulTArgs& args, ThreadPool& pool) {
-  const WeightView& w = args.w;
-  const int64_t M = args.num_rows, N = w.rows, K = w.cols;
-  const int64_t xs = args.x_stride ? args.x_stride : N;
-  const int64_t ys = args.y_stride ? args.y_stride : K;
-  if (M == 0 || K == 0) return;
-  pool.ParallelFor(K, kKChunk, [&](size_t kb, size_t ke, int) {
-    alignas(64) float buf[kKChunk];
-    for (int64_t k0 = kb; k0 < static_cast<int64_t>(ke); k0 += kKChunk) {
-      const int64_t kc = std::min<int64_t>(kKChunk, ke - k0);
-      for (int64_t m = 0; m < M; ++m) std::fill_n(args.y + m * ys + k0, kc, 0.0f);
-      for (int64_t n = 0; n < N; ++n) {
-        DequantizeRow(w, n, k0, kc, buf);
-        for (int64_t m = 0; m < M; ++m) {
-          const float xv = args.x[m * xs + n];
-          float* yr = args.y + m * ys + k0;
-          for (int64_t i = 0; i < kc; ++i) yr[i] += xv * buf[i];
-        }
-      }
-    }
+  MatMulTArgs a = args;
+  const int64_t N = a.w.rows, K = a.w.cols;
+  if (a.num_rows == 0 || K == 0) return;
+  if (a.x_stride == 0) a.x_stride = N;
+  if (a.y_stride == 0) a.y_stride = K;
+  if (N == 0) {
+    for (int64_t m = 0; m < a.num_rows; ++m) std::fill_n(a.y + m * a.y_stride, K, 0.0f);
+    return;
+  }
+  const auto columns = HWY_DYNAMIC_DISPATCH(MatMulTColumns);
+  const int64_t bytes = N * K * static_cast<int64_t>(DTypeSize(a.w.dtype));
+  const size_t grain = bytes < (int64_t{64} << 10) ? static_cast<size_t>(K) : 64;
+  pool.ParallelFor(K, grain, [&](size_t b, size_t e, int) {
+    columns(a, static_cast<int64_t>(b), static_cast<int64_t>(e));
   });
 }
 
-void MatMulTReference(const MatMulTArgs& args) {
-  const WeightView& w = args.w;
-  const int64_t M = args.num_rows, N = w.rows, K = w.cols;
-  const int64_t xs = args.x_stride ? args.x_stride : N;
-  const int64_t ys = args.y_stride ? args.y_stride : K;
-  std::vector<double> acc(K);
-  std::vector<float> row(K);
-  for (int64_t m = 0; m < M; ++m) {
-    std::fill(acc.begin(), acc.end(), 0.0);
-    for (int64_t n = 0; n < N; ++n) {
-      for (int64_t k = 0; k < K; ++k) DequantizeRow(w, n, k, 1, &row[k]);
-      for (int64_t k = 0; k < K; ++k) acc[k] += static_cast<double>(args.x[m * xs + n]) * row[k];
-    }
-    for (int64_t k = 0; k < K; ++k) args.y[m * ys + k] = static_cast<float>(acc[k]);
-  }
-}
-
-void MatMulReference(const MatMulArgs& args) {
-  const WeightView& w = args.w;
-  const int64_t M = args.num_rows, N = w.rows, K = w.cols;
-  const int64_t xs = args.x_stride ? args.x_stride : K;
-  const int64_t ys = args.y_stride ? args.y_stride : N;
-  std::vector<float> row(K);
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t k = 0; k < K; ++k) DequantizeRow(w, n, k, 1, &row[k]);
-    for (int64_t m = 0; m < M; ++m) {
-      double acc = args.accumulate ? args.y[m * ys + n] : 0.0;
-      for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(args.x[m * xs + k]) * row[k];
-      args.y[m * ys + n] = static_cast<float>(acc);
-    }
-  }
-}
-
 }  // namespace epserve::kernels
+#endif  // HWY_ONCE

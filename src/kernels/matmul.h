@@ -1,9 +1,15 @@
 // y[M, N] = x[M, K] * W^T for a weight W [N, K] stored as F32, BF16 or FP8 e4m3 with 128x128
 // block scales, dequantized on the fly (fused). Activations are float32.
-// Work is split over N only, so every output element is computed by one thread in a fixed
-// order: results are bit-identical for any thread count.
+// Highway kernels, dispatched once per call to the best target of the CPU:
+//   M <= 8 (decode): every weight row is streamed once, a few rows in lock-step, against all
+//     rows of x held in cache; memory-bandwidth bound.
+//   M > 8 (prefill): weight blocks are dequantized once into an L2-resident packed panel and
+//     multiplied by a register-blocked micro-kernel; compute bound.
+// Work is split over N only (each thread streams its own contiguous share of W), and every
+// output element is computed by one thread in an order that does not depend on the split:
+// results are bit-identical for any thread count (they may differ between SIMD targets).
 // REQUIRES: x has M rows of x_stride >= K floats; y has M rows of y_stride >= N floats;
-// x and y do not overlap. Allocates nothing.
+// x and y do not overlap. Allocates nothing (scratch lives on the stack, < 200 KB).
 #pragma once
 
 #include <cstdint>

@@ -3,86 +3,73 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <vector>
+
+#include "kernels/test_util.h"
 
 namespace epserve::kernels {
 namespace {
 
-struct TestWeight {
-  std::vector<uint8_t> bytes;
-  std::vector<float> scale;
-  WeightView view;
-};
+using testing::ForEachTarget;
+using testing::MakeWeight;
+using testing::RandomVector;
+using testing::TestWeight;
 
-TestWeight MakeWeight(DType dtype, int64_t n, int64_t k, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  TestWeight t;
-  t.bytes.resize(n * k * DTypeSize(dtype));
-  for (int64_t i = 0; i < n * k; ++i) {
-    float v = dist(rng);
-    if (dtype == DType::kF32) std::memcpy(&t.bytes[i * 4], &v, 4);
-    if (dtype == DType::kBF16) {
-      uint16_t b = F32ToBf16(v);
-      std::memcpy(&t.bytes[i * 2], &b, 2);
-    }
-    if (dtype == DType::kF8E4M3) t.bytes[i] = F32ToFp8E4M3(v * 50.0f);
-  }
-  t.view = WeightView{.dtype = dtype, .rows = n, .cols = k, .data = t.bytes.data()};
-  if (dtype == DType::kF8E4M3) {
-    t.scale.resize(t.view.ScaleRows() * t.view.ScaleCols());
-    for (size_t i = 0; i < t.scale.size(); ++i) t.scale[i] = 0.01f * (1 + i % 5);
-    t.view.scale = t.scale.data();
-  }
-  return t;
+double MaxAbs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, std::fabs(static_cast<double>(x)));
+  return m;
 }
 
 class MatMulTest : public ::testing::TestWithParam<DType> {};
 
+// Decode (M <= 8) and blocked (M > 8) paths, ragged K (vector and FP8-block tails) and N
+// (several packed blocks, partial panels), on every SIMD target.
 TEST_P(MatMulTest, MatchesReferenceAndIsThreadCountInvariant) {
   ThreadPool one(1), two(2), three(3);
-  for (int64_t m : {1, 3, 8, 17}) {
-    for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {130, 300}, {256, 1100}}) {
-      TestWeight w = MakeWeight(GetParam(), n, k, static_cast<uint32_t>(n * 7 + k + m));
-      std::vector<float> x(m * k);
-      std::mt19937 rng(m);
-      std::normal_distribution<float> dist;
-      for (auto& v : x) v = dist(rng);
-      std::vector<float> ref(m * n), y1(m * n), y2(m * n), y3(m * n);
-      MatMulArgs args{.x = x.data(), .num_rows = m, .w = w.view, .y = ref.data()};
-      MatMulReference(args);
-      args.y = y1.data();
-      MatMul(args, one);
-      args.y = y2.data();
-      MatMul(args, two);
-      args.y = y3.data();
-      MatMul(args, three);
-      double max_ref = 0;
-      for (float v : ref) max_ref = std::max(max_ref, std::fabs(static_cast<double>(v)));
-      for (int64_t i = 0; i < m * n; ++i) {
-        ASSERT_NEAR(y1[i], ref[i], 1e-5 * max_ref + 1e-6) << m << "x" << n << "x" << k << " @" << i;
-        ASSERT_EQ(y1[i], y2[i]);
-        ASSERT_EQ(y1[i], y3[i]);
+  ForEachTarget([&] {
+    for (int64_t m : {1, 2, 3, 5, 8, 9, 17, 30}) {
+      for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {130, 300}, {300, 520}, {37, 1100}}) {
+        TestWeight w = MakeWeight(GetParam(), n, k, static_cast<uint32_t>(n * 7 + k + m));
+        std::vector<float> x = RandomVector(m * k, static_cast<uint32_t>(m));
+        std::vector<float> ref(m * n), y1(m * n), y2(m * n), y3(m * n);
+        MatMulArgs args{.x = x.data(), .num_rows = m, .w = w.view, .y = ref.data()};
+        MatMulReference(args);
+        args.y = y1.data();
+        MatMul(args, one);
+        args.y = y2.data();
+        MatMul(args, two);
+        args.y = y3.data();
+        MatMul(args, three);
+        const double max_ref = MaxAbs(ref);
+        for (int64_t i = 0; i < m * n; ++i) {
+          ASSERT_NEAR(y1[i], ref[i], 1e-5 * max_ref + 1e-6) << m << "x" << n << "x" << k << " @" << i;
+          ASSERT_EQ(y1[i], y2[i]) << m << "x" << n << "x" << k << " @" << i;
+          ASSERT_EQ(y1[i], y3[i]) << m << "x" << n << "x" << k << " @" << i;
+        }
       }
     }
-  }
+  });
 }
 
 TEST_P(MatMulTest, AccumulateAndStrides) {
   ThreadPool pool(2);
-  const int64_t m = 3, n = 20, k = 140;
-  TestWeight w = MakeWeight(GetParam(), n, k, 5);
-  std::vector<float> x(m * (k + 4), 0.5f), y(m * (n + 3), 1.0f), ref(m * (n + 3), 1.0f);
-  MatMulArgs args{.x = x.data(), .x_stride = k + 4, .num_rows = m, .w = w.view, .y = y.data(), .y_stride = n + 3,
-                  .accumulate = true};
-  MatMul(args, pool);
-  args.y = ref.data();
-  MatMulReference(args);
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) EXPECT_NEAR(y[i * (n + 3) + j], ref[i * (n + 3) + j], 1e-3);
-    for (int64_t j = n; j < n + 3; ++j) EXPECT_EQ(y[i * (n + 3) + j], 1.0f);  // padding untouched
-  }
+  ForEachTarget([&] {
+    for (int64_t m : {3, 13}) {
+      const int64_t n = 20, k = 140;
+      TestWeight w = MakeWeight(GetParam(), n, k, 5);
+      std::vector<float> x(m * (k + 4), 0.5f), y(m * (n + 3), 1.0f), ref(m * (n + 3), 1.0f);
+      MatMulArgs args{.x = x.data(), .x_stride = k + 4, .num_rows = m, .w = w.view, .y = y.data(),
+                      .y_stride = n + 3, .accumulate = true};
+      MatMul(args, pool);
+      args.y = ref.data();
+      MatMulReference(args);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) EXPECT_NEAR(y[i * (n + 3) + j], ref[i * (n + 3) + j], 1e-3);
+        for (int64_t j = n; j < n + 3; ++j) EXPECT_EQ(y[i * (n + 3) + j], 1.0f);  // padding untouched
+      }
+    }
+  });
 }
 
 TEST_P(MatMulTest, TransposedMatchesReferenceOnUnalignedRowSlices) {
@@ -90,34 +77,57 @@ TEST_P(MatMulTest, TransposedMatchesReferenceOnUnalignedRowSlices) {
   TestWeight w = MakeWeight(GetParam(), 300, 600, 9);
   // Rows [70, 70 + 100): crosses a 128-row FP8 tile boundary.
   WeightView slice = w.view.RowSlice(70, 100);
-  for (int64_t m : {1, 5}) {
-    std::vector<float> x(m * 100);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.1f * i);
-    std::vector<float> ref(m * 600), y1(m * 600), y2(m * 600);
-    MatMulTArgs args{.x = x.data(), .num_rows = m, .w = slice, .y = ref.data()};
-    MatMulTReference(args);
-    args.y = y1.data();
-    MatMulT(args, one);
-    args.y = y2.data();
-    MatMulT(args, two);
-    double max_ref = 0;
-    for (float v : ref) max_ref = std::max(max_ref, std::fabs(static_cast<double>(v)));
-    for (size_t i = 0; i < ref.size(); ++i) {
-      ASSERT_NEAR(y1[i], ref[i], 1e-5 * max_ref);
-      ASSERT_EQ(y1[i], y2[i]);
+  ForEachTarget([&] {
+    for (int64_t m : {1, 5, 12}) {
+      std::vector<float> x(m * 100);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.1f * i);
+      std::vector<float> ref(m * 600), y1(m * 600), y2(m * 600);
+      MatMulTArgs args{.x = x.data(), .num_rows = m, .w = slice, .y = ref.data()};
+      MatMulTReference(args);
+      args.y = y1.data();
+      MatMulT(args, one);
+      args.y = y2.data();
+      MatMulT(args, two);
+      const double max_ref = MaxAbs(ref);
+      for (size_t i = 0; i < ref.size(); ++i) {
+        ASSERT_NEAR(y1[i], ref[i], 1e-5 * max_ref);
+        ASSERT_EQ(y1[i], y2[i]);
+      }
+      // And the plain product over the same slice agrees with dequantizing row by row.
+      std::vector<float> ones(m * 600, 1.0f), out(m * 100), out_ref(m * 100);
+      MatMulArgs margs{.x = ones.data(), .num_rows = m, .w = slice, .y = out.data()};
+      MatMul(margs, two);
+      margs.y = out_ref.data();
+      MatMulReference(margs);
+      for (int64_t i = 0; i < m * 100; ++i) ASSERT_NEAR(out[i], out_ref[i], 1e-4 * (1 + std::fabs(out_ref[i])));
     }
-    // And the plain product over the same slice agrees with dequantizing row by row.
-    std::vector<float> xs(600, 1.0f), out(100), out_ref(100);
-    MatMulArgs margs{.x = xs.data(), .num_rows = 1, .w = slice, .y = out.data()};
-    MatMul(margs, two);
-    margs.y = out_ref.data();
-    MatMulReference(margs);
-    for (int i = 0; i < 100; ++i) ASSERT_NEAR(out[i], out_ref[i], 1e-4 * (1 + std::fabs(out_ref[i])));
-  }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDTypes, MatMulTest, ::testing::Values(DType::kF32, DType::kBF16, DType::kF8E4M3),
                          [](const auto& info) { return std::string(DTypeName(info.param)).substr(0, 2) == "F8" ? std::string("FP8") : std::string(DTypeName(info.param)); });
+
+// Every e4m3 code (but the two NaNs) through both paths: row n of W repeats code n, x rows are
+// one-hot, so each output is exactly one dequantized weight.
+TEST(MatMulFp8Test, EveryCodeDequantizesExactly) {
+  const int64_t n = 256, k = 24;
+  std::vector<uint8_t> bytes(n * k);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < k; ++c) bytes[r * k + c] = (r & 0x7f) == 0x7f ? 0 : static_cast<uint8_t>(r);
+  std::vector<float> scale = {0.5f, 0.25f};  // row tiles 0 and 1
+  WeightView w{.dtype = DType::kF8E4M3, .rows = n, .cols = k, .data = bytes.data(), .scale = scale.data()};
+  ThreadPool pool(2);
+  ForEachTarget([&] {
+    for (int64_t m : {1, 7, 11}) {
+      std::vector<float> x(m * k, 0.0f), y(m * n);
+      for (int64_t i = 0; i < m; ++i) x[i * k + (i * 5) % k] = 1.0f;
+      MatMul({.x = x.data(), .num_rows = m, .w = w, .y = y.data()}, pool);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t r = 0; r < n; ++r)
+          ASSERT_EQ(y[i * n + r], Fp8E4M3ToF32(bytes[r * k]) * scale[r / 128]) << "m=" << m << " code " << r;
+    }
+  });
+}
 
 TEST(DequantizeTest, Fp8UsesTheTileScale) {
   TestWeight w = MakeWeight(DType::kF8E4M3, 260, 300, 1);

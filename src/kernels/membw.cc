@@ -5,23 +5,57 @@
 #include <memory>
 #include <vector>
 
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/membw.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace epserve::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Sum of p[0 .. n): four independent vector accumulators, so the read, not the adds, limits.
+float SumRange(const float* p, int64_t n) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    a0 = hn::Add(a0, hn::LoadU(df, p + i));
+    a1 = hn::Add(a1, hn::LoadU(df, p + i + N));
+    a2 = hn::Add(a2, hn::LoadU(df, p + i + 2 * N));
+    a3 = hn::Add(a3, hn::LoadU(df, p + i + 3 * N));
+  }
+  float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  for (; i < n; ++i) s += p[i];
+  return s;
+}
+
+// a[i] = b[i] + s * c[i].
+void Triad(float* a, const float* b, const float* c, float s, int64_t n) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const auto sv = hn::Set(df, s);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::MulAdd(sv, hn::LoadU(df, c + i), hn::LoadU(df, b + i)), df, a + i);
+  for (; i < n; ++i) a[i] = b[i] + s * c[i];
+}
+
+}  // namespace epserve::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+
 namespace epserve::kernels {
+
+HWY_EXPORT(SumRange);
+HWY_EXPORT(Triad);
 
 namespace {
 double Seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-float SumRange(const float* p, int64_t n) {
-  float acc[16] = {};
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int j = 0; j < 16; ++j) acc[j] += p[i + j];
-  float s = 0;
-  for (int j = 0; j < 16; ++j) s += acc[j];
-  for (; i < n; ++i) s += p[i];
-  return s;
-}
 }  // namespace
 
 BandwidthResult MeasureBandwidth(const BandwidthOptions& opt, ThreadPool& pool) {
@@ -30,10 +64,12 @@ BandwidthResult MeasureBandwidth(const BandwidthOptions& opt, ThreadPool& pool) 
   std::unique_ptr<float[]> buf(new float[n]);
   // First touch by the threads that will read it.
   pool.ParallelFor(n, 4096, [&](size_t b, size_t e, int) { std::fill(buf.get() + b, buf.get() + e, 1.0f); });
+  const auto sum_range = HWY_DYNAMIC_DISPATCH(SumRange);
+  const auto triad = HWY_DYNAMIC_DISPATCH(Triad);
   std::vector<float> sink(pool.num_threads() * 16);
   for (int rep = 0; rep < opt.repeats; ++rep) {
     double t0 = Seconds();
-    pool.ParallelFor(n, 4096, [&](size_t b, size_t e, int t) { sink[t * 16] += SumRange(buf.get() + b, e - b); });
+    pool.ParallelFor(n, 4096, [&](size_t b, size_t e, int t) { sink[t * 16] += sum_range(buf.get() + b, e - b); });
     double dt = Seconds() - t0;
     r.read_gbps = std::max(r.read_gbps, opt.bytes / dt / 1e9);
   }
@@ -48,10 +84,7 @@ BandwidthResult MeasureBandwidth(const BandwidthOptions& opt, ThreadPool& pool) 
   for (int rep = 0; rep < opt.repeats; ++rep) {
     double t0 = Seconds();
     pool.ParallelFor(m, 4096, [&](size_t lo, size_t hi, int) {
-      float* pa = a.get();
-      const float* pb = b.get();
-      const float* pc = c.get();
-      for (size_t i = lo; i < hi; ++i) pa[i] = pb[i] + 3.0f * pc[i];
+      triad(a.get() + lo, b.get() + lo, c.get() + lo, 3.0f, hi - lo);
     });
     double dt = Seconds() - t0;
     r.triad_gbps = std::max(r.triad_gbps, 3.0 * m * 4 / dt / 1e9);
@@ -63,3 +96,4 @@ BandwidthResult MeasureBandwidth(const BandwidthOptions& opt, ThreadPool& pool) 
 }
 
 }  // namespace epserve::kernels
+#endif  // HWY_ONCE

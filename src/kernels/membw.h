@@ -1,6 +1,7 @@
 // Memory-bandwidth probes the benchmarks compare against, measured in the same run:
-// a vectorizable streaming read (sum) over a buffer far larger than cache, and the STREAM
-// triad a = b + s * c. Each thread of the pool streams its own contiguous share.
+// a SIMD streaming read (sum, four independent accumulators) over a buffer far larger than
+// cache, and the STREAM triad a = b + s * c. Each thread of the pool streams its own
+// contiguous share, first-touched by that thread.
 #pragma once
 
 #include <cstdint>

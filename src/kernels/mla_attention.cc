@@ -1,57 +1,165 @@
+// Vectorized absorbed MLA attention. Heads of one token that land in the same thread chunk are
+// processed together (up to kMaxGroup), so each latent cache row is read once per group rather
+// than once per head; the softmax is computed online over tiles of kTileS positions, so no
+// per-position scratch is needed. The arithmetic of each head does not depend on the group it
+// was processed in: results are bit-identical for any thread count.
 #include "kernels/mla_attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "base/check.h"
 
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/mla_attention.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace epserve::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+constexpr int kMaxGroup = 8;
+// Positions per online-softmax step: a multiple of the vector length.
+constexpr int64_t kTileS = std::max<int64_t>(16, HWY_MAX_BYTES / sizeof(float));
+
+// scores[g] = q[g] . c over n values (vector part, then a scalar tail), for kG queries.
+template <int kG, class DF>
+HWY_INLINE void DotMany(DF df, const float* const* q, const float* c, int64_t n, float* scores) {
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  hn::Vec<DF> acc[kG];
+  HWY_UNROLL(8)
+  for (int g = 0; g < kG; ++g) acc[g] = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto cv = hn::LoadU(df, c + i);
+    HWY_UNROLL(8)
+    for (int g = 0; g < kG; ++g) acc[g] = hn::MulAdd(hn::LoadU(df, q[g] + i), cv, acc[g]);
+  }
+  HWY_UNROLL(8)
+  for (int g = 0; g < kG; ++g) {
+    float s = hn::GetLane(hn::SumOfLanes(df, acc[g]));
+    for (int64_t j = i; j < n; ++j) s += q[g][j] * c[j];
+    scores[g] = s;
+  }
+}
+
+// o[g] = o[g] * corr[g] + sum_j p[g][j] * rows[j] over L values, for kG heads.
+template <int kG, class DF>
+HWY_INLINE void UpdateOutputs(DF df, float* const* o, const float* corr, const float (*p)[kTileS],
+                              const float* const* rows, int64_t ts, int64_t L) {
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + N <= L; i += N) {
+    hn::Vec<DF> acc[kG];
+    HWY_UNROLL(8)
+    for (int g = 0; g < kG; ++g) acc[g] = hn::Mul(hn::LoadU(df, o[g] + i), hn::Set(df, corr[g]));
+    for (int64_t j = 0; j < ts; ++j) {
+      const auto cv = hn::LoadU(df, rows[j] + i);
+      HWY_UNROLL(8)
+      for (int g = 0; g < kG; ++g) acc[g] = hn::MulAdd(hn::Set(df, p[g][j]), cv, acc[g]);
+    }
+    HWY_UNROLL(8)
+    for (int g = 0; g < kG; ++g) hn::StoreU(acc[g], df, o[g] + i);
+  }
+  for (; i < L; ++i)
+    for (int g = 0; g < kG; ++g) {
+      float v = o[g][i] * corr[g];
+      for (int64_t j = 0; j < ts; ++j) v += p[g][j] * rows[j][i];
+      o[g][i] = v;
+    }
+}
+
+// Heads h0 .. h0 + kG - 1 of token t.
+template <int kG>
+HWY_NOINLINE void AttendGroup(const MlaAttentionArgs& a, int64_t t, int h0) {
+  const hn::ScalableTag<float> df;
+  const int H = a.num_heads, L = a.kv_lora_rank, R = a.rope_dim;
+  const int64_t row = L + R, n = a.token_pos[t] + 1;
+  const float* cache = a.token_cache[t];
+  const float* qa[kG];
+  const float* qp[kG];
+  float* o[kG];
+  float m[kG], l[kG];
+  for (int g = 0; g < kG; ++g) {
+    const int64_t item = t * H + h0 + g;
+    qa[g] = a.q_abs + item * L;
+    qp[g] = a.q_pe + item * R;
+    o[g] = a.out + item * L;
+    std::fill_n(o[g], L, 0.0f);
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+  }
+  HWY_ALIGN_MAX float p[kG][kTileS];
+  for (int64_t s0 = 0; s0 < n; s0 += kTileS) {
+    const int64_t ts = std::min(kTileS, n - s0);
+    const float* rows[kTileS];
+    for (int64_t j = 0; j < ts; ++j) {
+      rows[j] = cache + (s0 + j) * row;
+      float nope[kG], pe[kG];
+      DotMany<kG>(df, qa, rows[j], L, nope);
+      DotMany<kG>(df, qp, rows[j] + L, R, pe);
+      for (int g = 0; g < kG; ++g) p[g][j] = (nope[g] + pe[g]) * a.softmax_scale;
+    }
+    float corr[kG];
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    for (int g = 0; g < kG; ++g) {
+      float m_new = m[g];
+      for (int64_t j = 0; j < ts; ++j) m_new = std::max(m_new, p[g][j]);
+      const auto mv = hn::Set(df, m_new);
+      float sum = 0.0f;
+      for (int64_t j = 0; j < ts; j += N) {
+        const auto e = hn::Exp(df, hn::Sub(hn::Load(df, p[g] + j), mv));
+        hn::Store(e, df, p[g] + j);
+        for (int64_t k = ts; k < j + N; ++k) p[g][k] = 0.0f;  // lanes past the tile
+        sum += hn::GetLane(hn::SumOfLanes(df, hn::Load(df, p[g] + j)));
+      }
+      corr[g] = std::exp(m[g] - m_new);  // 0 on the first tile (m = -inf)
+      l[g] = l[g] * corr[g] + sum;
+      m[g] = m_new;
+    }
+    UpdateOutputs<kG>(df, o, corr, p, rows, ts, L);
+  }
+  for (int g = 0; g < kG; ++g) {
+    const float inv = 1.0f / l[g];
+    for (int i = 0; i < L; ++i) o[g][i] *= inv;
+  }
+}
+
+void AttendItems(const MlaAttentionArgs& a, int64_t item_begin, int64_t item_end) {
+  const int H = a.num_heads;
+  for (int64_t item = item_begin; item < item_end;) {
+    const int64_t t = item / H;
+    const int h0 = static_cast<int>(item % H);
+    const int g = static_cast<int>(std::min<int64_t>({kMaxGroup, H - h0, item_end - item}));
+    switch (g) {
+      case 1: AttendGroup<1>(a, t, h0); break;
+      case 2: AttendGroup<2>(a, t, h0); break;
+      case 3: AttendGroup<3>(a, t, h0); break;
+      case 4: AttendGroup<4>(a, t, h0); break;
+      case 5: AttendGroup<5>(a, t, h0); break;
+      case 6: AttendGroup<6>(a, t, h0); break;
+      case 7: AttendGroup<7>(a, t, h0); break;
+      default: AttendGroup<8>(a, t, h0); break;
+    }
+    item += g;
+  }
+}
+
+}  // namespace epserve::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 namespace epserve::kernels {
 
-namespace {
-inline float Dot(const float* a, const float* b, int n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  float tail = 0.0f;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
-}
-}  // namespace
+HWY_EXPORT(AttendItems);
 
 void MlaAttention(const MlaAttentionArgs& a, ThreadPool& pool) {
-  const int H = a.num_heads, L = a.kv_lora_rank, R = a.rope_dim;
-  const int64_t row = L + R;
-  pool.ParallelFor(a.num_tokens * H, 1, [&](size_t b, size_t e, int thread_idx) {
-    float* scores = a.scratch + thread_idx * a.scratch_per_thread;
-    for (size_t item = b; item < e; ++item) {
-      const int64_t t = item / H;
-      const int h = item % H;
-      const float* qa = a.q_abs + (t * H + h) * L;
-      const float* qp = a.q_pe + (t * H + h) * R;
-      const float* cache = a.token_cache[t];
-      const int64_t n = a.token_pos[t] + 1;
-      DCHECK(n <= a.scratch_per_thread);
-      float mx = -INFINITY;
-      for (int64_t s = 0; s < n; ++s) {
-        const float* c = cache + s * row;
-        scores[s] = (Dot(qa, c, L) + Dot(qp, c + L, R)) * a.softmax_scale;
-        mx = std::fmax(mx, scores[s]);
-      }
-      float sum = 0.0f;
-      for (int64_t s = 0; s < n; ++s) {
-        scores[s] = std::exp(scores[s] - mx);
-        sum += scores[s];
-      }
-      const float inv = 1.0f / sum;
-      float* o = a.out + (t * H + h) * L;
-      for (int i = 0; i < L; ++i) o[i] = 0.0f;
-      for (int64_t s = 0; s < n; ++s) {
-        const float p = scores[s] * inv;
-        const float* c = cache + s * row;
-        for (int i = 0; i < L; ++i) o[i] += p * c[i];
-      }
-    }
+  const auto attend = HWY_DYNAMIC_DISPATCH(AttendItems);
+  pool.ParallelFor(a.num_tokens * a.num_heads, 1, [&](size_t b, size_t e, int) {
+    attend(a, static_cast<int64_t>(b), static_cast<int64_t>(e));
   });
 }
 
@@ -85,3 +193,4 @@ void MlaAttentionReference(const MlaAttentionArgs& a) {
 }
 
 }  // namespace epserve::kernels
+#endif  // HWY_ONCE

@@ -4,7 +4,10 @@
 // where q_abs[h] = W_uk[h]^T q_nope[h] was formed by the caller, and a cache row is
 // [c_kv (L) | k_pe (R)]. Tokens may belong to different sequences of different lengths: each
 // token brings a pointer to its sequence's cache and its own position (causal attention).
-// Allocates nothing; scratch is per thread.
+// Vectorized (Highway, dispatched once per call); heads of a token are processed together so a
+// cache row is read once for several heads; the softmax is computed online, in tiles of
+// positions. Work is split over (token, head); results are bit-identical for any thread count.
+// Allocates nothing.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +27,9 @@ struct MlaAttentionArgs {
   const int64_t* token_pos = nullptr;       // per token: attends to cache rows [0, pos]
   float softmax_scale = 1.0f;
   float* out = nullptr;                     // [num_tokens, num_heads, L]
-  float* scratch = nullptr;                 // num_threads * scratch_per_thread floats
-  int64_t scratch_per_thread = 0;           // >= max(token_pos) + 1
+  // Unused since the softmax became online; kept so existing callers compile unchanged.
+  float* scratch = nullptr;
+  int64_t scratch_per_thread = 0;
 };
 
 void MlaAttention(const MlaAttentionArgs& args, ThreadPool& pool);

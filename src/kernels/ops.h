@@ -1,6 +1,6 @@
 // Small element-wise and row-wise kernels. All take raw pointers and sizes, allocate nothing
-// and are deterministic. Each is simple enough to be its own scalar reference; tests compare
-// them with direct formulas.
+// and are deterministic. RmsNorm, SiluMul, Axpy and ApplyRope are vectorized (Highway, one
+// dispatch per call); the *Reference functions are their scalar twins for tests.
 #pragma once
 
 #include <cstdint>
@@ -22,5 +22,10 @@ void ApplyRope(float* x, const float* cos_sin, int64_t rope_dim);
 
 // y[i] += scale * x[i].
 void Axpy(float scale, const float* x, int64_t n, float* y);
+
+// Scalar twins (RmsNorm accumulates in double).
+void RmsNormReference(const float* x, const float* weight, int64_t n, float eps, float* out);
+void SiluMulReference(const float* gate, const float* up, int64_t n, float* out);
+void ApplyRopeReference(float* x, const float* cos_sin, int64_t rope_dim);
 
 }  // namespace epserve::kernels

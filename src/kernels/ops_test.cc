@@ -5,6 +5,8 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/test_util.h"
+
 namespace epserve::kernels {
 namespace {
 
@@ -35,6 +37,45 @@ TEST(OpsTest, SoftmaxAndSilu) {
   float g = 2.0f, u = 3.0f, o;
   SiluMul(&g, &u, 1, &o);
   EXPECT_NEAR(o, 2.0f / (1.0f + std::exp(-2.0f)) * 3.0f, 1e-6);
+}
+
+}  // namespace
+}  // namespace epserve::kernels
+
+namespace epserve::kernels {
+namespace {
+
+using testing::ForEachTarget;
+using testing::RandomVector;
+
+TEST(OpsSimdTest, MatchScalarTwinsOnEveryTarget) {
+  for (int64_t n : {1, 5, 64, 300, 7168}) {
+    std::vector<float> x = RandomVector(n, 1), w = RandomVector(n, 2), up = RandomVector(n, 3);
+    for (auto& v : x) v *= 3.0f;
+    std::vector<float> ref(n), silu_ref(n), rope_ref = x;
+    RmsNormReference(x.data(), w.data(), n, 1e-6f, ref.data());
+    SiluMulReference(x.data(), up.data(), n, silu_ref.data());
+    std::vector<float> cs(n);
+    for (int64_t i = 0; i + 1 < n; i += 2) {
+      cs[i] = std::cos(0.1f * i);
+      cs[i + 1] = std::sin(0.1f * i);
+    }
+    const int64_t rope_dim = n & ~int64_t{1};
+    ApplyRopeReference(rope_ref.data(), cs.data(), rope_dim);
+    ForEachTarget([&] {
+      std::vector<float> out(n), silu(n), rope = x, y(n, 1.0f);
+      RmsNorm(x.data(), w.data(), n, 1e-6f, out.data());
+      SiluMul(x.data(), up.data(), n, silu.data());
+      ApplyRope(rope.data(), cs.data(), rope_dim);
+      Axpy(0.5f, x.data(), n, y.data());
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_NEAR(out[i], ref[i], 1e-5f * (1 + std::fabs(ref[i]))) << n << " @" << i;
+        ASSERT_NEAR(silu[i], silu_ref[i], 1e-5f * (1 + std::fabs(silu_ref[i]))) << n << " @" << i;
+        ASSERT_NEAR(rope[i], rope_ref[i], 1e-5f * (1 + std::fabs(rope_ref[i]))) << n << " @" << i;
+        ASSERT_NEAR(y[i], 1.0f + 0.5f * x[i], 1e-6f * (1 + std::fabs(x[i]))) << n << " @" << i;
+      }
+    });
+  }
 }
 
 }  // namespace

@@ -53,15 +53,22 @@ struct GroupedExpertsArgs {
 };
 Status RunGroupedExperts(const GroupedExpertsArgs& args, MlpScratch& scratch, ThreadPool& pool);
 
+// How expert inputs travel: kF32 keeps them exact; kFp8 rounds them through the dispatch
+// format (FP8 e4m3, one scale per 128) exactly as the expert-parallel path does, so a single
+// process can reproduce a distributed run's numbers.
+enum class ExpertInputFormat { kF32, kFp8 };
+
 class LocalExperts : public ExpertBackend {
  public:
-  LocalExperts(const ModelWeights& weights, ThreadPool& pool) : weights_(weights), pool_(pool) {}
+  LocalExperts(const ModelWeights& weights, ThreadPool& pool, ExpertInputFormat format = ExpertInputFormat::kF32)
+      : weights_(weights), pool_(pool), format_(format) {}
   Status Start(const RoutedBatch& batch) override;
   Status Finish(float* out) override;
 
  private:
   const ModelWeights& weights_;
   ThreadPool& pool_;
+  ExpertInputFormat format_;
   RoutedBatch batch_;
   std::vector<float> packed_x_, packed_y_;
   MlpScratch scratch_;

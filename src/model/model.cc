@@ -22,7 +22,7 @@ struct Model::Workspace {
   std::vector<int64_t> token_pos;
   std::vector<int> token_slot;
   std::vector<const float*> token_cache;
-  std::vector<float> x, xn, q_a, q, kv_a, q_abs, q_pe, o_lat, o, attn_out, ffn_out;
+  std::vector<float> x, xn, q_a, q, kv_a, q_abs, q_pe, o_lat, o, o_gather, o_full, attn_out, ffn_out;
   std::vector<float> router_logits, gate_scratch, weights, attn_scratch;
   std::vector<int32_t> expert_ids;
   MlpScratch mlp;
@@ -97,7 +97,7 @@ Status Model::RunLayer(int l, LatentKvCache& cache) {
   const float eps = static_cast<float>(c.rms_norm_eps);
   w.xn.resize(w.T * H);
   for (int64_t t = 0; t < w.T; ++t) kernels::RmsNorm(&w.x[t * H], lw.input_norm.data(), H, eps, &w.xn[t * H]);
-  Attention(l, cache);
+  RETURN_IF_ERROR(Attention(l, cache));
   for (int64_t i = 0; i < w.T * H; ++i) w.x[i] += w.attn_out[i];
   for (int64_t t = 0; t < w.T; ++t) kernels::RmsNorm(&w.x[t * H], lw.post_norm.data(), H, eps, &w.xn[t * H]);
   w.ffn_out.assign(w.T * H, 0.0f);
@@ -112,12 +112,14 @@ Status Model::RunLayer(int l, LatentKvCache& cache) {
   return Status::Ok();
 }
 
-void Model::Attention(int l, LatentKvCache& cache) {
+Status Model::Attention(int l, LatentKvCache& cache) {
   const ModelConfig& c = config_;
   Workspace& w = *ws_;
   const AttentionWeights& a = weights_.layers[l].attn;
   const int64_t T = w.T;
-  const int heads = c.num_attention_heads, L = c.kv_lora_rank, R = c.qk_rope_head_dim;
+  // With TP this rank computes heads [h0, h0 + heads); everything below is per local head.
+  const int all_heads = c.num_attention_heads, heads = all_heads / tp_.size, h0 = tp_.rank * heads;
+  const int L = c.kv_lora_rank, R = c.qk_rope_head_dim;
   const int nope = c.qk_nope_head_dim, qhd = c.qk_head_dim(), vd = c.v_head_dim, row = c.kv_a_dim();
   const float eps = static_cast<float>(c.rms_norm_eps);
   double t0 = Now();
@@ -128,9 +130,13 @@ void Model::Attention(int l, LatentKvCache& cache) {
     kernels::MatMul({.x = w.xn.data(), .num_rows = T, .w = a.q_a, .y = w.q_a.data()}, pool_);
     for (int64_t t = 0; t < T; ++t)
       kernels::RmsNorm(&w.q_a[t * c.q_lora_rank], a.q_a_norm.data(), c.q_lora_rank, eps, &w.q_a[t * c.q_lora_rank]);
-    kernels::MatMul({.x = w.q_a.data(), .num_rows = T, .w = a.q_b, .y = w.q.data()}, pool_);
+    kernels::MatMul({.x = w.q_a.data(), .num_rows = T, .w = a.q_b.RowSlice(int64_t{h0} * qhd, int64_t{heads} * qhd),
+                     .y = w.q.data()},
+                    pool_);
   } else {
-    kernels::MatMul({.x = w.xn.data(), .num_rows = T, .w = a.q, .y = w.q.data()}, pool_);
+    kernels::MatMul({.x = w.xn.data(), .num_rows = T, .w = a.q.RowSlice(int64_t{h0} * qhd, int64_t{heads} * qhd),
+                     .y = w.q.data()},
+                    pool_);
   }
   w.kv_a.resize(T * row);
   kernels::MatMul({.x = w.xn.data(), .num_rows = T, .w = a.kv_a, .y = w.kv_a.data()}, pool_);
@@ -154,7 +160,7 @@ void Model::Attention(int l, LatentKvCache& cache) {
     }
   for (int h = 0; h < heads; ++h) {
     kernels::MatMulT({.x = &w.q[h * qhd], .x_stride = heads * qhd, .num_rows = T,
-                      .w = a.kv_b.RowSlice(static_cast<int64_t>(h) * (nope + vd), nope), .y = &w.q_abs[h * L],
+                      .w = a.kv_b.RowSlice(static_cast<int64_t>(h0 + h) * (nope + vd), nope), .y = &w.q_abs[h * L],
                       .y_stride = static_cast<int64_t>(heads) * L},
                      pool_);
   }
@@ -175,13 +181,31 @@ void Model::Attention(int l, LatentKvCache& cache) {
   w.o.resize(T * heads * vd);
   for (int h = 0; h < heads; ++h) {
     kernels::MatMul({.x = &w.o_lat[h * L], .x_stride = static_cast<int64_t>(heads) * L, .num_rows = T,
-                     .w = a.kv_b.RowSlice(static_cast<int64_t>(h) * (nope + vd) + nope, vd), .y = &w.o[h * vd],
+                     .w = a.kv_b.RowSlice(static_cast<int64_t>(h0 + h) * (nope + vd) + nope, vd), .y = &w.o[h * vd],
                      .y_stride = static_cast<int64_t>(heads) * vd},
                     pool_);
   }
-  w.attn_out.resize(T * c.hidden_size);
-  kernels::MatMul({.x = w.o.data(), .num_rows = T, .w = a.o, .y = w.attn_out.data()}, pool_);
   times_.gemm += Now() - t0;
+  const float* o_all = w.o.data();
+  if (tp_.size > 1) {
+    // Gather every rank's heads, then put them back in head order per token.
+    t0 = Now();
+    const int64_t mine = T * heads * vd;
+    w.o_gather.resize(mine * tp_.size);
+    RETURN_IF_ERROR(tp_.group->AllGather(w.o.data(), mine * sizeof(float), w.o_gather.data()));
+    w.o_full.resize(T * all_heads * vd);
+    for (int r = 0; r < tp_.size; ++r)
+      for (int64_t t = 0; t < T; ++t)
+        std::memcpy(&w.o_full[(t * all_heads + r * heads) * vd], &w.o_gather[r * mine + t * heads * vd],
+                    heads * vd * sizeof(float));
+    o_all = w.o_full.data();
+    times_.tp_comm += Now() - t0;
+  }
+  t0 = Now();
+  w.attn_out.resize(T * c.hidden_size);
+  kernels::MatMul({.x = o_all, .num_rows = T, .w = a.o, .y = w.attn_out.data()}, pool_);
+  times_.gemm += Now() - t0;
+  return Status::Ok();
 }
 
 Status Model::Moe(int l) {
@@ -203,16 +227,24 @@ Status Model::Moe(int l) {
   if (route_observer_) route_observer_(l, T, K, w.expert_ids.data(), w.weights.data());
   times_.gate += Now() - t0;
 
+  // With TP each rank of the group takes a contiguous share of the tokens.
+  const int H = c.hidden_size;
+  const int64_t b = T * tp_.rank / tp_.size, n = T * (tp_.rank + 1) / tp_.size - b;
   // Dispatch overlap: start routing, run the shared expert while tokens travel, then finish.
   t0 = Now();
-  RETURN_IF_ERROR(experts_->Start({.layer = l, .num_tokens = T, .hidden = c.hidden_size, .top_k = K, .x = w.xn.data(),
-                                   .expert_ids = w.expert_ids.data(), .weights = w.weights.data()}));
+  RETURN_IF_ERROR(experts_->Start({.layer = l, .num_tokens = n, .hidden = H, .top_k = K, .x = &w.xn[b * H],
+                                   .expert_ids = &w.expert_ids[b * K], .weights = &w.weights[b * K]}));
   double t1 = Now();
-  if (!m.shared.empty()) RunMlp(m.shared, w.xn.data(), T, w.ffn_out.data(), w.mlp, pool_);
+  if (!m.shared.empty()) RunMlp(m.shared, &w.xn[b * H], n, &w.ffn_out[b * H], w.mlp, pool_);
   double t2 = Now();
   times_.shared_expert += t2 - t1;
-  RETURN_IF_ERROR(experts_->Finish(w.ffn_out.data()));
+  RETURN_IF_ERROR(experts_->Finish(&w.ffn_out[b * H]));
   times_.routed_experts += (Now() - t2) + (t1 - t0);
+  if (tp_.size > 1) {
+    t0 = Now();
+    RETURN_IF_ERROR(tp_.group->AllReduceSum(w.ffn_out.data(), T * H));
+    times_.tp_comm += Now() - t0;
+  }
   return Status::Ok();
 }
 

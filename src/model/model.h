@@ -12,6 +12,7 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "comm/communicator.h"
 #include "model/config.h"
 #include "model/experts.h"
 #include "model/kv_cache.h"
@@ -35,9 +36,19 @@ struct ForwardBatch {
 using RouteObserver = std::function<void(int layer, int64_t num_tokens, int top_k, const int32_t* expert_ids,
                                          const float* weights)>;
 
+// Tensor parallelism inside a DP group (SPEC §3): the group's ranks split the attention heads
+// (latent projections and cache replicated, per-head outputs all-gathered), and split the
+// tokens of each MoE layer so every routed expert computes each token once; the group then
+// sums the MoE outputs. size == 1 means no TP.
+struct TensorParallel {
+  int rank = 0;
+  int size = 1;
+  comm::Communicator* group = nullptr;  // the DP group's ranks, rank order = TP rank
+};
+
 // Wall time spent per part of the step, accumulated over Forward calls (seconds).
 struct StepTimes {
-  double attention = 0, gemm = 0, gate = 0, shared_expert = 0, routed_experts = 0, lm_head = 0;
+  double attention = 0, gemm = 0, gate = 0, shared_expert = 0, routed_experts = 0, lm_head = 0, tp_comm = 0;
 };
 
 class Model {
@@ -48,6 +59,8 @@ class Model {
 
   void SetExperts(ExpertBackend* experts) { experts_ = experts; }
   void SetRouteObserver(RouteObserver observer) { route_observer_ = std::move(observer); }
+  // REQUIRES: num_attention_heads % tp.size == 0 (checked by the caller's setup).
+  void SetTensorParallel(const TensorParallel& tp) { tp_ = tp; }
 
   // Runs the batch, appends its tokens to the cache, and writes the logits of the last token of
   // each chunk to logits [chunks, vocab]. Errors: unknown token ids, cache overflow.
@@ -59,7 +72,7 @@ class Model {
  private:
   struct Workspace;
   Status RunLayer(int layer, LatentKvCache& cache);
-  void Attention(int layer, LatentKvCache& cache);
+  Status Attention(int layer, LatentKvCache& cache);
   Status Moe(int layer);
 
   const ModelConfig& config_;
@@ -69,6 +82,7 @@ class Model {
   ExpertBackend* experts_;
   RouteObserver route_observer_;
   RopeTable rope_;
+  TensorParallel tp_;
   std::unique_ptr<Workspace> ws_;
   StepTimes times_;
 };

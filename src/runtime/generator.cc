@@ -17,12 +17,12 @@ StatusOr<GenerateResult> Generate(Model& model, const std::vector<std::vector<in
   }
   GenerateResult res;
   res.tokens.resize(S);
-  if (S == 0) return res;
+  if (S == 0 && !opt.step_when_empty) return res;
   const int64_t capacity = static_cast<int64_t>(longest) + opt.max_tokens;
   if (capacity > c.max_position_embeddings)
     return Status::InvalidArgument("prompt + max tokens = " + std::to_string(capacity) + " exceeds max_position_embeddings " +
                                    std::to_string(c.max_position_embeddings));
-  LatentKvCache cache(c.num_hidden_layers, c.kv_a_dim(), S, capacity);
+  LatentKvCache cache(c.num_hidden_layers, c.kv_a_dim(), std::max(S, 1), capacity);
   std::vector<Sampler> samplers;
   for (int s = 0; s < S; ++s) {
     SamplingOptions so = opt.sampling;
@@ -39,6 +39,7 @@ StatusOr<GenerateResult> Generate(Model& model, const std::vector<std::vector<in
   }
   using Clock = std::chrono::steady_clock;
   for (int step = 0; step < opt.max_tokens; ++step) {
+    if (opt.on_step) opt.on_step(step);
     auto t0 = Clock::now();
     RETURN_IF_ERROR(model.Forward(batch, cache, logits.data()));
     double dt = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "base/status.h"
@@ -16,6 +17,11 @@ struct GenerateOptions {
   int max_tokens = 16;
   SamplingOptions sampling;
   bool keep_logits = false;
+  // Expert parallelism: every rank must take part in every step's collectives, so a DP group
+  // with no prompts still runs max_tokens (empty) steps instead of returning at once.
+  bool step_when_empty = false;
+  // Called before each step (0 = prefill); may be null.
+  std::function<void(int step)> on_step;
 };
 
 struct GenerateResult {

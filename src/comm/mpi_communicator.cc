@@ -1,0 +1,208 @@
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "comm/communicator.h"
+
+namespace epserve::comm {
+
+namespace {
+
+Status MpiError(int code, const char* what, int rank) {
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, msg, &len);
+  return Status::Unavailable("rank " + std::to_string(rank) + ": " + what + " failed: " + std::string(msg, len));
+}
+
+#define MPI_RETURN_IF_ERROR(call, what)                 \
+  do {                                                  \
+    int _rc = (call);                                   \
+    if (_rc != MPI_SUCCESS) return MpiError(_rc, what, rank_); \
+  } while (0)
+
+class MpiRequest : public Request {
+ public:
+  MPI_Request req = MPI_REQUEST_NULL;
+  std::vector<int> counts[4];  // keep int arrays alive until completion
+};
+
+class MpiCommunicator : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm comm, double timeout) : comm_(comm), timeout_(timeout) {
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiCommunicator() override {
+    if (comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  Status AllToAll(const int64_t* send, int64_t* recv) override {
+    MPI_Request req;
+    MPI_RETURN_IF_ERROR(MPI_Ialltoall(send, 1, MPI_INT64_T, recv, 1, MPI_INT64_T, comm_, &req), "all-to-all of counts");
+    return WaitReq(&req, "all-to-all of counts");
+  }
+
+  StatusOr<std::unique_ptr<Request>> StartAllToAllV(const uint8_t* send, const int64_t* sc, const int64_t* sd,
+                                                    uint8_t* recv, const int64_t* rc,
+                                                    const int64_t* rd) override {
+    auto r = std::make_unique<MpiRequest>();
+    const int64_t* src[4] = {sc, sd, rc, rd};
+    for (int a = 0; a < 4; ++a) {
+      r->counts[a].resize(size_);
+      for (int p = 0; p < size_; ++p) {
+        if (src[a][p] > INT32_MAX) return Status::InvalidArgument("all-to-all message over 2 GiB");
+        r->counts[a][p] = static_cast<int>(src[a][p]);
+      }
+    }
+    MPI_RETURN_IF_ERROR(MPI_Ialltoallv(send, r->counts[0].data(), r->counts[1].data(), MPI_BYTE, recv,
+                                       r->counts[2].data(), r->counts[3].data(), MPI_BYTE, comm_, &r->req),
+                        "all-to-all-v");
+    return std::unique_ptr<Request>(std::move(r));
+  }
+
+  Status Wait(std::unique_ptr<Request> request, const char* what) override {
+    auto* r = static_cast<MpiRequest*>(request.get());
+    return WaitReq(&r->req, what);
+  }
+
+  Status AllReduceSum(float* data, int64_t n) override {
+    MPI_Request req;
+    MPI_RETURN_IF_ERROR(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_, &req),
+                        "all-reduce");
+    return WaitReq(&req, "all-reduce");
+  }
+
+  Status AllReduceMax(int64_t* data, int64_t n) override {
+    MPI_Request req;
+    MPI_RETURN_IF_ERROR(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_INT64_T, MPI_MAX, comm_, &req),
+                        "all-reduce");
+    return WaitReq(&req, "all-reduce");
+  }
+
+  Status AllGather(const void* send, int64_t bytes, void* recv) override {
+    MPI_Request req;
+    MPI_RETURN_IF_ERROR(MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE,
+                                       comm_, &req),
+                        "all-gather");
+    return WaitReq(&req, "all-gather");
+  }
+
+  Status GatherBlobs(const std::string& mine, int root, std::vector<std::string>* out) override {
+    int64_t len = static_cast<int64_t>(mine.size());
+    std::vector<int64_t> lens(size_);
+    RETURN_IF_ERROR(AllGather(&len, sizeof(len), lens.data()));
+    std::vector<int> counts(size_), displs(size_);
+    int64_t total = 0;
+    for (int p = 0; p < size_; ++p) {
+      counts[p] = static_cast<int>(lens[p]);
+      displs[p] = static_cast<int>(total);
+      total += lens[p];
+    }
+    std::string all(rank_ == root ? total : 0, '\0');
+    MPI_Request req;
+    MPI_RETURN_IF_ERROR(MPI_Igatherv(mine.data(), static_cast<int>(len), MPI_BYTE, all.data(), counts.data(),
+                                     displs.data(), MPI_BYTE, root, comm_, &req),
+                        "gather");
+    RETURN_IF_ERROR(WaitReq(&req, "gather"));
+    if (rank_ == root) {
+      out->clear();
+      for (int p = 0; p < size_; ++p) out->push_back(all.substr(displs[p], counts[p]));
+    }
+    return Status::Ok();
+  }
+
+  Status Barrier() override {
+    MPI_Request req;
+    MPI_RETURN_IF_ERROR(MPI_Ibarrier(comm_, &req), "barrier");
+    return WaitReq(&req, "barrier");
+  }
+
+  StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override {
+    MPI_Comm c;
+    MPI_RETURN_IF_ERROR(MPI_Comm_split(comm_, color, key, &c), "communicator split");
+    return std::unique_ptr<Communicator>(new MpiCommunicator(c, timeout_));
+  }
+
+ private:
+  // Polls so a dead peer turns into a timeout error rather than a hang; yields between polls
+  // because oversubscribed ranks share cores.
+  Status WaitReq(MPI_Request* req, const char* what) {
+    const auto start = std::chrono::steady_clock::now();
+    int spins = 0;
+    for (;;) {
+      int done = 0;
+      MPI_RETURN_IF_ERROR(MPI_Test(req, &done, MPI_STATUS_IGNORE), what);
+      if (done) return Status::Ok();
+      if (++spins > 64) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (timeout_ > 0 && waited > timeout_) {
+          return Status::Unavailable("rank " + std::to_string(rank_) + ": timed out after " +
+                                     std::to_string(static_cast<int>(timeout_)) + " s waiting for " + what +
+                                     " (a peer rank died or is stuck)");
+        }
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+
+  MPI_Comm comm_;
+  double timeout_;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace
+
+bool LaunchedByMpi() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
+         std::getenv("PMIX_RANK") != nullptr;
+}
+
+StatusOr<std::unique_ptr<MpiWorld>> MpiWorld::Init(int* argc, char*** argv, const MpiOptions& options) {
+  int provided = 0;
+  if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+    return Status::Unavailable("MPI_Init_thread failed");
+  std::unique_ptr<MpiWorld> w(new MpiWorld());
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  w->world_ = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, options.timeout_seconds);
+  // Machines: ranks sharing memory form one node; its id is the lowest world rank on it.
+  MPI_Comm shared;
+  int rank = w->world_->rank();
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared) != MPI_SUCCESS)
+    return Status::Unavailable("MPI_Comm_split_type(SHARED) failed");
+  MPI_Comm_size(shared, &w->local_ranks_);
+  int leader = rank;
+  MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, shared);
+  MPI_Comm_free(&shared);
+  std::vector<int> leaders(w->world_->size());
+  MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  std::vector<int> distinct;
+  for (int l : leaders)
+    if (std::find(distinct.begin(), distinct.end(), l) == distinct.end()) distinct.push_back(l);
+  std::sort(distinct.begin(), distinct.end());
+  w->num_nodes_ = static_cast<int>(distinct.size());
+  w->node_index_ = static_cast<int>(std::find(distinct.begin(), distinct.end(), leader) - distinct.begin());
+  return w;
+}
+
+MpiWorld::~MpiWorld() {
+  world_.reset();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+void MpiWorld::Abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+}  // namespace epserve::comm

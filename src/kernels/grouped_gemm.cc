@@ -1,0 +1,171 @@
+#include "kernels/grouped_gemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "base/check.h"
+#include "kernels/matmul.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/grouped_gemm.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+#include "kernels/matmul_blocked-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace epserve::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+constexpr int64_t kTileI = 32;       // intermediate rows (of gate and up) per work item
+constexpr int64_t kTileH = 64;       // hidden rows (of down) per work item
+constexpr int64_t kChunkRows = 128;  // group rows multiplied per gate/up call (stack buffers)
+
+// Work item `item` of a pass with tiles_per_group items per non-empty group, as (group, tile).
+// Scans from the start: O(num_groups) once per thread chunk.
+struct ItemCursor {
+  int group;
+  int64_t tile;
+};
+inline ItemCursor FindItem(const GroupedMlpArgs& a, int64_t tiles_per_group, int64_t item) {
+  for (int g = 0; g < a.num_groups; ++g) {
+    if (a.offsets[g + 1] == a.offsets[g]) continue;
+    if (item < tiles_per_group) return {g, item};
+    item -= tiles_per_group;
+  }
+  return {a.num_groups, 0};
+}
+inline void Advance(const GroupedMlpArgs& a, int64_t tiles_per_group, ItemCursor& c) {
+  if (++c.tile < tiles_per_group) return;
+  c.tile = 0;
+  do {
+    ++c.group;
+  } while (c.group < a.num_groups && a.offsets[c.group + 1] == a.offsets[c.group]);
+}
+
+// h[r, i] = silu(g[r, i]) * u[r, i] for one tile (rows of `width` floats).
+void SiluMulTile(const float* g, const float* u, int64_t rows, int64_t width, int64_t src_stride, float* h,
+                 int64_t h_stride) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const auto one = hn::Set(df, 1.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* gr = g + r * src_stride;
+    const float* ur = u + r * src_stride;
+    float* hr = h + r * h_stride;
+    int64_t i = 0;
+    for (; i + N <= width; i += N) {
+      const auto gv = hn::LoadU(df, gr + i);
+      const auto silu = hn::Div(gv, hn::Add(one, hn::Exp(df, hn::Neg(gv))));
+      hn::StoreU(hn::Mul(silu, hn::LoadU(df, ur + i)), df, hr + i);
+    }
+    for (; i < width; ++i) hr[i] = gr[i] / (1.0f + std::exp(-gr[i])) * ur[i];
+  }
+}
+
+void GateUpItems(const GroupedMlpArgs& a, int64_t hidden, int64_t inter, int64_t item_begin, int64_t item_end) {
+  const int64_t tiles = (inter + kTileI - 1) / kTileI;
+  HWY_ALIGN_MAX float gate[kChunkRows * kTileI];
+  HWY_ALIGN_MAX float up[kChunkRows * kTileI];
+  ItemCursor c = FindItem(a, tiles, item_begin);
+  for (int64_t item = item_begin; item < item_end; ++item, Advance(a, tiles, c)) {
+    const ExpertMlpWeights& w = a.experts[c.group];
+    const int64_t row0 = a.offsets[c.group], rows = a.offsets[c.group + 1] - row0;
+    const int64_t i0 = c.tile * kTileI, ti = std::min(kTileI, inter - i0);
+    for (int64_t r0 = 0; r0 < rows; r0 += kChunkRows) {
+      const int64_t rc = std::min(kChunkRows, rows - r0);
+      MatMulArgs m{.x = a.x + (row0 + r0) * hidden, .x_stride = hidden, .num_rows = rc,
+                   .w = w.gate.RowSlice(i0, ti), .y = gate, .y_stride = kTileI};
+      GemmRows(m, 0, ti);
+      m.w = w.up.RowSlice(i0, ti);
+      m.y = up;
+      GemmRows(m, 0, ti);
+      SiluMulTile(gate, up, rc, ti, kTileI, a.h + (row0 + r0) * inter + i0, inter);
+    }
+  }
+}
+
+void DownItems(const GroupedMlpArgs& a, int64_t hidden, int64_t inter, int64_t item_begin, int64_t item_end) {
+  const int64_t tiles = (hidden + kTileH - 1) / kTileH;
+  ItemCursor c = FindItem(a, tiles, item_begin);
+  for (int64_t item = item_begin; item < item_end; ++item, Advance(a, tiles, c)) {
+    const int64_t row0 = a.offsets[c.group], rows = a.offsets[c.group + 1] - row0;
+    const int64_t h0 = c.tile * kTileH;
+    const MatMulArgs m{.x = a.h + row0 * inter, .x_stride = inter, .num_rows = rows,
+                       .w = a.experts[c.group].down, .y = a.out + row0 * hidden, .y_stride = hidden};
+    GemmRows(m, h0, std::min(hidden, h0 + kTileH));
+  }
+}
+
+int64_t TileI() { return kTileI; }
+int64_t TileH() { return kTileH; }
+
+}  // namespace epserve::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace epserve::kernels {
+
+HWY_EXPORT(GateUpItems);
+HWY_EXPORT(DownItems);
+HWY_EXPORT(TileI);
+HWY_EXPORT(TileH);
+
+namespace {
+struct Dims {
+  int64_t hidden = 0, inter = 0, active_groups = 0;
+};
+Dims GroupDims(const GroupedMlpArgs& a) {
+  Dims d;
+  for (int g = 0; g < a.num_groups; ++g) {
+    if (a.offsets[g + 1] == a.offsets[g]) continue;
+    CHECK(a.offsets[g + 1] > a.offsets[g]) << "offsets must be non-decreasing";
+    const ExpertMlpWeights& w = a.experts[g];
+    if (d.active_groups++ == 0) {
+      d.hidden = w.gate.cols;
+      d.inter = w.gate.rows;
+    }
+    CHECK(w.gate.cols == d.hidden && w.up.cols == d.hidden && w.down.rows == d.hidden) << "group " << g;
+    CHECK(w.gate.rows == d.inter && w.up.rows == d.inter && w.down.cols == d.inter) << "group " << g;
+  }
+  return d;
+}
+}  // namespace
+
+void GroupedMlp(const GroupedMlpArgs& a, ThreadPool& pool) {
+  const Dims d = GroupDims(a);
+  if (d.active_groups == 0) return;
+  const auto gate_up = HWY_DYNAMIC_DISPATCH(GateUpItems);
+  const auto down = HWY_DYNAMIC_DISPATCH(DownItems);
+  const int64_t tile_i = HWY_DYNAMIC_DISPATCH(TileI)(), tile_h = HWY_DYNAMIC_DISPATCH(TileH)();
+  const int64_t gate_up_items = d.active_groups * ((d.inter + tile_i - 1) / tile_i);
+  pool.ParallelFor(gate_up_items, 1, [&](size_t b, size_t e, int) {
+    gate_up(a, d.hidden, d.inter, static_cast<int64_t>(b), static_cast<int64_t>(e));
+  });
+  const int64_t down_items = d.active_groups * ((d.hidden + tile_h - 1) / tile_h);
+  pool.ParallelFor(down_items, 1, [&](size_t b, size_t e, int) {
+    down(a, d.hidden, d.inter, static_cast<int64_t>(b), static_cast<int64_t>(e));
+  });
+}
+
+void GroupedMlpReference(const GroupedMlpArgs& a) {
+  const Dims d = GroupDims(a);
+  std::vector<float> g, u;
+  for (int grp = 0; grp < a.num_groups; ++grp) {
+    const int64_t row0 = a.offsets[grp], rows = a.offsets[grp + 1] - row0;
+    if (rows == 0) continue;
+    const ExpertMlpWeights& w = a.experts[grp];
+    g.resize(rows * d.inter);
+    u.resize(rows * d.inter);
+    MatMulReference({.x = a.x + row0 * d.hidden, .num_rows = rows, .w = w.gate, .y = g.data()});
+    MatMulReference({.x = a.x + row0 * d.hidden, .num_rows = rows, .w = w.up, .y = u.data()});
+    float* h = a.h + row0 * d.inter;
+    for (int64_t i = 0; i < rows * d.inter; ++i)
+      h[i] = static_cast<float>(g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i]);
+    MatMulReference({.x = h, .num_rows = rows, .w = w.down, .y = a.out + row0 * d.hidden});
+  }
+}
+
+}  // namespace epserve::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,76 @@
+#include "kernels/grouped_gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/test_util.h"
+
+namespace epserve::kernels {
+namespace {
+
+using testing::ForEachTarget;
+using testing::MakeWeight;
+using testing::RandomVector;
+using testing::TestWeight;
+
+class GroupedMlpTest : public ::testing::TestWithParam<DType> {};
+
+// Groups of 0 (skipped), 1, 3, 8 (streaming kernel), 9 and 140 (blocked kernel, several row
+// chunks) rows; hidden and intermediate sizes that leave partial tiles and vector tails.
+TEST_P(GroupedMlpTest, MatchesReferenceAndIsThreadCountInvariant) {
+  const int64_t hidden = 200, inter = 72;
+  const std::vector<int64_t> rows = {1, 0, 3, 8, 0, 9, 140};
+  std::vector<TestWeight> store;
+  std::vector<ExpertMlpWeights> experts;
+  for (size_t g = 0; g < rows.size(); ++g) {
+    store.push_back(MakeWeight(GetParam(), inter, hidden, 10 + g));
+    store.push_back(MakeWeight(GetParam(), inter, hidden, 20 + g));
+    store.push_back(MakeWeight(GetParam(), hidden, inter, 30 + g));
+  }
+  for (size_t g = 0; g < rows.size(); ++g)
+    experts.push_back({store[3 * g].view, store[3 * g + 1].view, store[3 * g + 2].view});
+  std::vector<int64_t> offsets = {0};
+  for (int64_t r : rows) offsets.push_back(offsets.back() + r);
+  const int64_t total = offsets.back();
+  std::vector<float> x = RandomVector(total * hidden, 3);
+  for (auto& v : x) v *= 0.05f;  // keeps gate inputs in SiLU's curved range
+  std::vector<float> h(total * inter), ref(total * hidden), h_ref(total * inter);
+  GroupedMlpArgs args{.num_groups = static_cast<int>(rows.size()), .experts = experts.data(),
+                      .offsets = offsets.data(), .x = x.data(), .h = h_ref.data(), .out = ref.data()};
+  GroupedMlpReference(args);
+  double max_ref = 0;
+  for (float v : ref) max_ref = std::max(max_ref, std::fabs(static_cast<double>(v)));
+  ThreadPool one(1), two(2), three(3);
+  ForEachTarget([&] {
+    std::vector<float> y1(total * hidden), y2(total * hidden, -1.0f), y3(total * hidden, 7.0f);
+    args.h = h.data();
+    args.out = y1.data();
+    GroupedMlp(args, one);
+    args.out = y2.data();
+    GroupedMlp(args, two);
+    args.out = y3.data();
+    GroupedMlp(args, three);
+    for (int64_t i = 0; i < total * hidden; ++i) {
+      ASSERT_NEAR(y1[i], ref[i], 2e-5 * max_ref) << i;
+      ASSERT_EQ(y1[i], y2[i]) << i;
+      ASSERT_EQ(y1[i], y3[i]) << i;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDTypes, GroupedMlpTest, ::testing::Values(DType::kF32, DType::kBF16, DType::kF8E4M3),
+                         [](const auto& info) { return std::string(DTypeName(info.param)).substr(0, 2) == "F8" ? std::string("FP8") : std::string(DTypeName(info.param)); });
+
+TEST(GroupedMlpTest, NoRowsTouchesNothing) {
+  std::vector<int64_t> offsets = {0, 0, 0};
+  std::vector<ExpertMlpWeights> experts(2);  // empty views: must not be read
+  float out = 5.0f;
+  ThreadPool pool(2);
+  GroupedMlp({.num_groups = 2, .experts = experts.data(), .offsets = offsets.data(), .out = &out}, pool);
+  EXPECT_EQ(out, 5.0f);
+}
+
+}  // namespace
+}  // namespace epserve::kernels

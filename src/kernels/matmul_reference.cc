@@ -1,0 +1,71 @@
+// Scalar reference twins of the matmul kernels (double accumulation), and DequantizeRow.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/matmul.h"
+
+namespace epserve::kernels {
+
+void DequantizeRow(const WeightView& w, int64_t row, int64_t k_begin, int64_t count, float* out) {
+  switch (w.dtype) {
+    case DType::kF32: {
+      std::memcpy(out, static_cast<const float*>(w.data) + row * w.cols + k_begin, count * 4);
+      return;
+    }
+    case DType::kBF16: {
+      const uint16_t* src = static_cast<const uint16_t*>(w.data) + row * w.cols + k_begin;
+      for (int64_t i = 0; i < count; ++i) {
+        uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
+        std::memcpy(out + i, &bits, 4);
+      }
+      return;
+    }
+    case DType::kF8E4M3: {
+      const uint8_t* src = static_cast<const uint8_t*>(w.data) + row * w.cols;
+      const float* scale_row = w.scale + ((row + w.scale_row_offset) / kFp8BlockSize) * w.ScaleCols();
+      for (int64_t i = 0; i < count;) {
+        int64_t k = k_begin + i;
+        int64_t block_end = std::min(k_begin + count, (k / kFp8BlockSize + 1) * kFp8BlockSize);
+        float s = scale_row[k / kFp8BlockSize];
+        for (; k < block_end; ++k, ++i) out[i] = kFp8E4M3ToF32[src[k]] * s;
+      }
+      return;
+    }
+  }
+}
+
+void MatMulTReference(const MatMulTArgs& args) {
+  const WeightView& w = args.w;
+  const int64_t M = args.num_rows, N = w.rows, K = w.cols;
+  const int64_t xs = args.x_stride ? args.x_stride : N;
+  const int64_t ys = args.y_stride ? args.y_stride : K;
+  std::vector<double> acc(K);
+  std::vector<float> row(K);
+  for (int64_t m = 0; m < M; ++m) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t k = 0; k < K; ++k) DequantizeRow(w, n, k, 1, &row[k]);
+      for (int64_t k = 0; k < K; ++k) acc[k] += static_cast<double>(args.x[m * xs + n]) * row[k];
+    }
+    for (int64_t k = 0; k < K; ++k) args.y[m * ys + k] = static_cast<float>(acc[k]);
+  }
+}
+
+void MatMulReference(const MatMulArgs& args) {
+  const WeightView& w = args.w;
+  const int64_t M = args.num_rows, N = w.rows, K = w.cols;
+  const int64_t xs = args.x_stride ? args.x_stride : K;
+  const int64_t ys = args.y_stride ? args.y_stride : N;
+  std::vector<float> row(K);
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t k = 0; k < K; ++k) DequantizeRow(w, n, k, 1, &row[k]);
+    for (int64_t m = 0; m < M; ++m) {
+      double acc = args.accumulate ? args.y[m * ys + n] : 0.0;
+      for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(args.x[m * xs + k]) * row[k];
+      args.y[m * ys + n] = static_cast<float>(acc);
+    }
+  }
+}
+
+}  // namespace epserve::kernels

@@ -1,0 +1,81 @@
+// GRACE-MoE placement of one layer (SPEC §8): hierarchical affinity grouping (machines fully
+// non-uniform, ranks controlled with r at the knee), then load-skew-driven replication of the hot
+// experts of the heaviest rank, with routing weights from the predicted loads.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "placement/affinity.h"
+#include "placement/grouping.h"
+#include "placement/placement.h"
+
+namespace epserve::placement {
+
+// How experts are split over machines (SPEC §8 step 4).
+enum class MachineGrouping {
+  kNonUniform,  // the spec: fully non-uniform, every machine at least one expert per rank
+  kControlled,  // like the ranks: controlled sizes with r at the knee (an experiment)
+};
+
+struct GraceOptions {
+  MachineGrouping machine_grouping = MachineGrouping::kNonUniform;
+  // Ratios r tried for the controlled grouping of each machine's experts over its ranks.
+  std::vector<double> r_grid = {0.0,  0.05, 0.1,  0.15, 0.2,  0.25, 0.3,  0.35, 0.4,  0.45, 0.5,
+                                0.55, 0.6,  0.65, 0.7,  0.75, 0.8,  0.85, 0.9,  0.95, 1.0};
+  // >= 0: use this r instead of the knee.
+  double fixed_r = -1;
+  // Replicate hot experts (step 5); false leaves one copy per expert.
+  bool replication = true;
+  // > 0: at most this many extra copies per layer (fewer hot experts, then fewer replicas).
+  int max_extra_copies = 0;
+  uint64_t seed = 1;
+  int kmeans_restarts = 8;
+};
+
+// n_replica = min(max(1, floor(W_max / W_mean)), num_ranks - 1).
+int ReplicaCount(double w_max, double w_mean, int num_ranks);
+
+struct ReplicationPlan {
+  int heaviest_rank = -1;              // -1: nothing replicated
+  double rho = 0;                      // W_max / W_mean over ranks
+  int num_replicas = 0;                // copies made of each hot expert
+  std::vector<int> hot_experts;        // heaviest first
+  std::vector<int> target_ranks;       // the least-loaded ranks, which receive the copies
+  std::vector<double> predicted_load;  // W' per rank after replication
+};
+
+// Step 5 on rank loads: `rank_experts[r]` are the experts of rank r, `expert_load[e]` their
+// loads. Hot experts are the heaviest rank's experts, heaviest first, until they cover
+// W_max * n / (1 + n); each is copied to the n least-loaded other ranks. Predicted loads:
+// W'_max = W_max - W_r + W_r / (n + 1), W'_i = W_i + W_r / (n + 1) on the targets.
+ReplicationPlan PlanReplication(const std::vector<std::vector<int>>& rank_experts,
+                                const std::vector<double>& expert_load, int max_extra_copies);
+
+struct GraceMachineCurve {
+  int node = 0;
+  int num_experts = 0;
+  std::vector<CurvePoint> curve;  // U(r), S(r) of the controlled grouping over the ranks
+  int knee = 0;
+};
+
+// What GRACE decided for one layer, for --verbose and for tests.
+struct GraceLayerReport {
+  int layer_id = 0;
+  std::vector<int> machine_sizes;       // experts per machine
+  double machine_affinity_share = 1.0;  // U of the machine-level grouping
+  GraceMachineCurve machine_curve;      // with MachineGrouping::kControlled
+  std::vector<GraceMachineCurve> curves;
+  ReplicationPlan replication;
+};
+
+struct GraceLayerResult {
+  LayerPlacement layer;
+  GraceLayerReport report;
+};
+
+StatusOr<GraceLayerResult> PlaceGraceLayer(const LayerProfile& profile, const Topology& topology,
+                                           const GraceOptions& options);
+
+}  // namespace epserve::placement

@@ -1,0 +1,54 @@
+// Places every MoE layer of a profiling trace with one strategy.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "placement/eplb.h"
+#include "placement/grace.h"
+#include "placement/placement.h"
+#include "placement/trace.h"
+
+namespace epserve::placement {
+
+enum class Strategy { kContiguous, kEplb, kGrace };
+std::string_view StrategyName(Strategy strategy);
+StatusOr<Strategy> ParseStrategy(std::string_view name);
+
+// Called after each layer with (layers done, total); from the calling thread only.
+using ProgressFn = std::function<void(int done, int total)>;
+
+struct PlaceOptions {
+  Topology topology;
+  Strategy strategy = Strategy::kGrace;
+  // Unset: topo for grace, wrr (equal shares, EPLB's own assumption) for the others.
+  std::optional<RoutingPolicy> routing;
+  // EPLB: extra copies per layer (eplb.num_redundant is ignored); `redundant_per_layer`, when
+  // not empty, gives one count per trace layer instead (to match another strategy's copies
+  // layer by layer).
+  int redundant = 0;
+  std::vector<int> redundant_per_layer;
+  EplbOptions eplb;
+  GraceOptions grace;
+  int num_threads = 1;  // layers are placed in parallel; the result does not depend on it
+  ProgressFn progress;
+
+  Status Validate(const Trace& trace) const;
+};
+
+struct PlaceResult {
+  Placement placement;
+  std::vector<GraceLayerReport> grace_reports;   // one per layer for grace, else empty
+  std::vector<std::vector<double>> expert_load;  // [layer][expert] profiled loads
+};
+
+// Rank r holds experts [r * n / R, (r + 1) * n / R) (the first n % R ranks one more).
+LayerPlacement PlaceContiguousLayer(int layer_id, int num_experts, int num_ranks);
+
+StatusOr<PlaceResult> Place(const Trace& profile, const PlaceOptions& options);
+
+}  // namespace epserve::placement

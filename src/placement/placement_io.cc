@@ -1,0 +1,179 @@
+#include "placement/placement_io.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace epserve::placement {
+namespace {
+
+using Json = nlohmann::json;
+
+Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return Status::IoError(path + ": cannot open for writing: " + std::strerror(errno));
+  out << text;
+  out.close();
+  if (!out) return Status::IoError(path + ": write failed");
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string PlacementToJson(const Placement& placement) {
+  const ModelShape& m = placement.model;
+  Json layers = Json::array();
+  for (const LayerPlacement& layer : placement.layers) {
+    Json copies = Json::array();
+    for (const auto& expert_copies : layer.copies) {
+      Json list = Json::array();
+      for (const ExpertCopy& c : expert_copies) list.push_back(Json::array({c.rank, c.weight}));
+      copies.push_back(std::move(list));
+    }
+    layers.push_back(Json{{"layer", layer.layer_id}, {"ranks", layer.slots}, {"copies", copies}});
+  }
+  Json doc = {{"format", kPlacementFormat},
+              {"version", kPlacementVersion},
+              {"strategy", placement.strategy},
+              {"routing", std::string(RoutingPolicyName(placement.routing))},
+              {"topology",
+               {{"num_nodes", placement.topology.num_nodes},
+                {"ranks_per_node", placement.topology.ranks_per_node}}},
+              {"model",
+               {{"name", m.name},
+                {"num_experts", m.num_experts},
+                {"top_k", m.top_k},
+                {"hidden_size", m.hidden_size},
+                {"moe_intermediate_size", m.moe_intermediate_size},
+                {"num_hidden_layers", m.num_hidden_layers},
+                {"num_expert_groups", m.num_expert_groups}}},
+              {"layers", layers}};
+  // One layer per line keeps the file diffable without blowing it up to one number per line.
+  std::ostringstream out;
+  out << "{\n";
+  bool first = true;
+  for (const auto& key : {"format", "version", "strategy", "routing", "topology", "model"}) {
+    out << (first ? "" : ",\n") << "  " << Json(key).dump() << ": " << doc[key].dump();
+    first = false;
+  }
+  out << ",\n  \"layers\": [\n";
+  for (size_t i = 0; i < layers.size(); ++i) {
+    out << "    " << layers[i].dump() << (i + 1 < layers.size() ? ",\n" : "\n");
+  }
+  out << "  ]\n}\n";
+  return out.str();
+}
+
+StatusOr<Placement> PlacementFromJson(const std::string& text, const std::string& source) {
+  Json doc = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return Status::DataLoss(source + ": not a JSON object");
+  }
+  if (doc.value("format", std::string()) != kPlacementFormat) {
+    return Status::DataLoss(source + ": \"format\" is not \"" + kPlacementFormat + "\"");
+  }
+  if (doc.value("version", 0) != kPlacementVersion) {
+    return Status::DataLoss(source + ": unsupported version (this build reads " +
+                            std::to_string(kPlacementVersion) + ")");
+  }
+  Placement p;
+  try {
+    p.strategy = doc.value("strategy", std::string());
+    StatusOr<RoutingPolicy> routing = ParseRoutingPolicy(doc.value("routing", std::string("topo")));
+    if (!routing.ok()) return routing.status().WithContext(source);
+    p.routing = *routing;
+    const Json& topo = doc.at("topology");
+    p.topology.num_nodes = topo.at("num_nodes").get<int>();
+    p.topology.ranks_per_node = topo.at("ranks_per_node").get<int>();
+    const Json& model = doc.at("model");
+    p.model.name = model.value("name", std::string());
+    p.model.num_experts = model.at("num_experts").get<int>();
+    p.model.top_k = model.at("top_k").get<int>();
+    p.model.hidden_size = model.value("hidden_size", 0);
+    p.model.moe_intermediate_size = model.value("moe_intermediate_size", 0);
+    p.model.num_hidden_layers = model.value("num_hidden_layers", 0);
+    p.model.num_expert_groups = model.value("num_expert_groups", 1);
+    for (const Json& l : doc.at("layers")) {
+      LayerPlacement layer;
+      layer.layer_id = l.at("layer").get<int>();
+      layer.slots = l.at("ranks").get<std::vector<std::vector<int>>>();
+      for (const Json& expert_copies : l.at("copies")) {
+        std::vector<ExpertCopy> copies;
+        for (const Json& c : expert_copies) {
+          if (!c.is_array() || c.size() != 2) {
+            return Status::DataLoss(source + ": layer " + std::to_string(layer.layer_id) +
+                                    ": a copy must be [rank, weight]");
+          }
+          copies.push_back(ExpertCopy{.rank = c[0].get<int>(), .weight = c[1].get<double>()});
+        }
+        layer.copies.push_back(std::move(copies));
+      }
+      p.layers.push_back(std::move(layer));
+    }
+  } catch (const Json::exception& e) {
+    return Status::DataLoss(source + ": " + e.what());
+  }
+  RETURN_IF_ERROR(ValidatePlacement(p).WithContext(source));
+  return p;
+}
+
+Status SavePlacement(const Placement& placement, const std::string& path) {
+  RETURN_IF_ERROR(ValidatePlacement(placement));
+  return WriteFile(path, PlacementToJson(placement));
+}
+
+StatusOr<Placement> LoadPlacement(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::IoError(path + ": cannot open: " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return PlacementFromJson(text.str(), path);
+}
+
+std::vector<std::vector<int>> SglangPhysicalToLogical(
+    const Placement& placement, const std::vector<std::vector<double>>& expert_load) {
+  const int num_ranks = placement.topology.num_ranks();
+  const int n = placement.model.num_experts;
+  size_t slots_per_rank = 1;
+  for (const auto& layer : placement.layers) {
+    for (const auto& s : layer.slots) slots_per_rank = std::max(slots_per_rank, s.size());
+  }
+  int num_rows = placement.model.num_hidden_layers;
+  for (const auto& layer : placement.layers) num_rows = std::max(num_rows, layer.layer_id + 1);
+  const size_t num_physical = slots_per_rank * num_ranks;
+  std::vector<std::vector<int>> map(num_rows, std::vector<int>(num_physical));
+  for (auto& row : map) {
+    for (size_t p = 0; p < num_physical; ++p) row[p] = static_cast<int>(p % n);
+  }
+  for (size_t li = 0; li < placement.layers.size(); ++li) {
+    const LayerPlacement& layer = placement.layers[li];
+    std::vector<int>& row = map[layer.layer_id];
+    for (int r = 0; r < num_ranks; ++r) {
+      std::vector<int> slots = layer.slots[r];
+      std::vector<int> padding = slots;
+      if (li < expert_load.size() && !expert_load[li].empty()) {
+        std::stable_sort(padding.begin(), padding.end(),
+                         [&](int a, int b) { return expert_load[li][a] > expert_load[li][b]; });
+      }
+      if (padding.empty()) padding.push_back(r % n);
+      for (size_t i = 0; slots.size() < slots_per_rank; ++i) {
+        slots.push_back(padding[i % padding.size()]);
+      }
+      std::copy(slots.begin(), slots.end(), row.begin() + static_cast<size_t>(r) * slots_per_rank);
+    }
+  }
+  return map;
+}
+
+Status SaveSglangPlacement(const Placement& placement,
+                           const std::vector<std::vector<double>>& expert_load,
+                           const std::string& path) {
+  RETURN_IF_ERROR(ValidatePlacement(placement));
+  Json doc = {{"physical_to_logical_map", SglangPhysicalToLogical(placement, expert_load)}};
+  return WriteFile(path, doc.dump() + "\n");
+}
+
+}  // namespace epserve::placement

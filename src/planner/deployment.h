@@ -1,0 +1,53 @@
+// What the user deploys (machines, EP = DP x TP) and what it serves (SPEC §3).
+// Thread safety: plain values.
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+#include "planner/hardware.h"
+#include "planner/model_spec.h"
+
+namespace epserve::planner {
+
+// How a MoE layer overlaps communication with compute (SPEC §5).
+enum class OverlapMode {
+  kNone,             // dispatch, GroupGEMM, combine strictly in sequence
+  kDispatchOverlap,  // shared expert runs between dispatch send and receive
+  kMicroBatch,       // two half batches, 3 stages apart through the 5-stage layer
+};
+const char* OverlapModeName(OverlapMode mode);
+// Accepts none|no-overlap, dispatch|dispatch-overlap, microbatch|micro-batch.
+StatusOr<OverlapMode> ParseOverlapMode(const std::string& text);
+
+struct Deployment {
+  int num_machines = 1;
+  int gpus_per_machine = 8;  // ranks per machine (one rank per GPU)
+  int ep = 8;                // EP ranks = every GPU of the deployment
+  int dp = 8;                // independent engine instances (DP groups)
+  int tp = 1;                // GPUs per DP group (attention heads split over them)
+
+  int RanksPerMachine() const { return ep < gpus_per_machine ? ep : gpus_per_machine; }
+  // EP = DP x TP, EP divides the routed experts, a DP group stays inside one machine, the ranks
+  // fill the machines, TP divides the attention heads. Messages say which rule broke.
+  Status Validate(const ModelSpec& model) const;
+  std::string ToString() const;  // "EP128 DP32 TP4 on 16 machines"
+};
+
+// Builds a deployment from EP and TP on machines of `gpus_per_machine` GPUs (DP = EP / TP,
+// machines = ceil(EP / gpus_per_machine)), then validates it.
+StatusOr<Deployment> MakeDeployment(const ModelSpec& model, int ep, int tp, int gpus_per_machine);
+
+struct Workload {
+  int batch = 1;                 // requests per DP group (= per GPU at TP1), all decoding together
+  int kv_len = 5000;             // cached tokens per request
+  int query_len = 2;             // tokens per request per step: 1 + MTP draft tokens
+  double acceptance_rate = 0.6;  // P(a draft token is accepted)
+
+  Status Validate() const;
+  int DraftTokens() const { return query_len - 1; }
+  // Expected tokens a request emits per step: 1 + a + a^2 + ... (one term per draft token).
+  double TokensPerStep() const;
+};
+
+}  // namespace epserve::planner

@@ -1,0 +1,51 @@
+// Expert-parallel generation under mpirun (SPEC §3): EP = DP x TP. Ranks form DP groups of TP
+// consecutive ranks (never spanning machines); every rank is an EP rank holding the routed
+// experts the placement gives it (and loading only those). Prompts are dealt round-robin to
+// the DP groups, so groups run different batch sizes, including zero. Results and statistics
+// are gathered on rank 0.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "comm/communicator.h"
+#include "comm/dispatch.h"
+#include "runtime/generator.h"
+
+namespace epserve {
+
+struct EpRunOptions {
+  std::string model_dir;
+  std::vector<std::vector<int32_t>> prompts;  // all prompts; prompt i goes to group i % DP
+  GenerateOptions generate;
+  int tp = 1;
+  int ranks_per_node = 0;  // 0: machines as MPI reports them
+  comm::A2aMode a2a = comm::A2aMode::kSparse;
+  std::string placement_path;  // empty: contiguous equal slices
+  int threads = 0;             // 0: cores / ranks on this machine
+  // Fault injection for tests: rank `kill_rank` kills itself (SIGKILL) before step `kill_step`.
+  int kill_rank = -1, kill_step = -1;
+};
+
+struct EpRunResult {  // filled on rank 0 only
+  std::vector<std::vector<int32_t>> tokens;  // per prompt, in the order given
+  std::vector<float> logits;                 // [prompts, max_tokens, vocab] when kept
+  int vocab = 0;
+  int num_ranks = 0, tp = 1, dp = 1, num_nodes = 1;
+  std::vector<int> group_batch;              // prompts per DP group
+  double prefill_seconds = 0, decode_seconds = 0;  // max over ranks
+  int64_t prefill_tokens = 0, decode_tokens = 0;   // all groups
+  std::string stats_table;                    // the --stats report
+};
+
+// Errors that every rank detects alike (bad options, a rank's load failure) come back on every
+// rank with the same message; `is_global` tells the caller that only rank 0 need print it.
+struct EpError {
+  Status status;
+  bool is_global = false;
+};
+
+EpError RunEpGenerate(comm::MpiWorld& world, const EpRunOptions& options, EpRunResult* result);
+
+}  // namespace epserve

@@ -1,0 +1,375 @@
+// `epserve place` (expert placement from a routing trace) and `epserve place evaluate`
+// (replay a trace through placements and compare strategies). See docs/placement-format.md and
+// docs/placement-results.md.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "placement/compare.h"
+#include "placement/placement_io.h"
+#include "placement/report.h"
+#include "placement/trace_io.h"
+#include "tools/command.h"
+
+namespace epserve::tools {
+namespace {
+
+using namespace epserve::placement;
+
+// "stage: 12/26 layers, eta 3s" on a terminal, redrawn in place; nothing when stderr is piped.
+class TerminalProgress {
+ public:
+  TerminalProgress() : enabled_(::isatty(2) != 0) {}
+  ~TerminalProgress() { Finish(); }
+
+  void Update(const std::string& stage, int done, int total) {
+    if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (stage != stage_) {
+      Finish();
+      stage_ = stage;
+      start_ = now;
+    } else if (done < total && now - last_ < std::chrono::milliseconds(100)) {
+      return;
+    }
+    last_ = now;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const double eta = done > 0 ? elapsed * (total - done) / done : 0.0;
+    std::fprintf(stderr, "\r\033[K%s: %d/%d layers, eta %.0fs", stage.c_str(), done, total, eta);
+    std::fflush(stderr);
+    open_ = true;
+  }
+
+  // Ends the current line so later output starts clean.
+  void Finish() {
+    if (open_) std::fprintf(stderr, "\n");
+    open_ = false;
+    stage_.clear();
+  }
+
+ private:
+  bool enabled_;
+  bool open_ = false;
+  std::string stage_;
+  std::chrono::steady_clock::time_point start_, last_;
+};
+
+// Options shared by `place` and `place evaluate --compare`.
+struct StrategyFlags {
+  int nodes = 1;
+  int ranks_per_node = 1;
+  std::string eplb_mode = "auto";
+  int expert_groups = 0;
+  bool no_replication = false;
+  std::string machine_grouping = "nonuniform";
+  double r = -1;
+  uint64_t seed = 1;
+  int threads = 1;
+  double train_fraction = 0;
+};
+
+struct PlaceFlags {
+  StrategyFlags common;
+  std::vector<std::string> trace;
+  std::string strategy = "grace";
+  std::string out;
+  int redundant = 0;
+  std::string routing;
+  std::string format = "epserve";
+  bool verbose = false;
+};
+
+struct EvaluateFlags {
+  StrategyFlags common;
+  std::string placement;
+  std::vector<std::string> trace;
+  std::vector<std::string> profile_trace;
+  std::string compare;
+  int redundant = -1;
+  std::string routing;
+  bool json = false;
+  bool per_layer = false;
+  int step_tokens = 1024;
+  CostModel cost;
+};
+
+void AddStrategyOptions(CLI::App* cmd, StrategyFlags* f) {
+  cmd->add_option("--nodes", f->nodes, "machines")->capture_default_str();
+  cmd->add_option("--ranks-per-node", f->ranks_per_node, "ranks (GPUs) per machine")
+      ->capture_default_str();
+  cmd->add_option("--eplb-mode", f->eplb_mode,
+                  "eplb: auto (hierarchical when the expert groups divide over the machines) | "
+                  "hierarchical | global")
+      ->check(CLI::IsMember({"auto", "hierarchical", "global"}))
+      ->capture_default_str();
+  cmd->add_option("--expert-groups", f->expert_groups,
+                  "eplb hierarchical: expert groups (0: the model's, else one per rank)")
+      ->capture_default_str();
+  cmd->add_flag("--no-replication", f->no_replication,
+                "grace: no hot-expert copies; eplb: no redundant copies");
+  cmd->add_option("--r", f->r, "grace: fixed non-uniformity ratio r instead of the knee");
+  cmd->add_option("--machine-grouping", f->machine_grouping,
+                  "grace: nonuniform (SPEC §8: fully non-uniform over machines) | controlled "
+                  "(experiment: controlled sizes with r at the knee, as for ranks)")
+      ->check(CLI::IsMember({"nonuniform", "controlled"}))
+      ->capture_default_str();
+  cmd->add_option("--seed", f->seed, "seed of the k-means starts")->capture_default_str();
+  cmd->add_option("--threads", f->threads, "layers worked on in parallel")->capture_default_str();
+  cmd->add_option("--train-fraction", f->train_fraction,
+                  "profile on this leading fraction of the trace's sequences (0: all)")
+      ->capture_default_str();
+}
+
+StatusOr<EplbMode> ParseEplbMode(const std::string& s) {
+  if (s == "auto") return EplbMode::kAuto;
+  if (s == "hierarchical") return EplbMode::kHierarchical;
+  if (s == "global") return EplbMode::kGlobal;
+  return Status::InvalidArgument("unknown EPLB mode " + s);
+}
+
+StatusOr<Trace> LoadTrace(const std::vector<std::string>& paths) {
+  return LoadAnyTrace(paths, TraceImportOptions{});
+}
+
+// The part of `trace` to profile on (train_fraction > 0: the leading sequences) and the rest.
+StatusOr<TraceSplit> SplitOrWhole(Trace trace, double train_fraction) {
+  if (train_fraction == 0) return TraceSplit{trace, trace};
+  return SplitTrace(trace, train_fraction);
+}
+
+GraceOptions MakeGraceOptions(const StrategyFlags& f) {
+  GraceOptions g;
+  g.fixed_r = f.r;
+  g.replication = !f.no_replication;
+  g.seed = f.seed;
+  g.machine_grouping = f.machine_grouping == "controlled" ? MachineGrouping::kControlled
+                                                          : MachineGrouping::kNonUniform;
+  return g;
+}
+
+void RunPlace(const PlaceFlags& flags, CommandContext& ctx) {
+  if (flags.trace.empty() || flags.out.empty()) {
+    return ReportError(ctx, "place needs --trace and --out (or the evaluate subcommand)");
+  }
+  PlaceOptions options;
+  options.topology = Topology{flags.common.nodes, flags.common.ranks_per_node};
+  StatusOr<Strategy> strategy = ParseStrategy(flags.strategy);
+  if (!strategy.ok()) return ReportError(ctx, strategy.status().message());
+  options.strategy = *strategy;
+  if (!flags.routing.empty()) {
+    StatusOr<RoutingPolicy> routing = ParseRoutingPolicy(flags.routing);
+    if (!routing.ok()) return ReportError(ctx, routing.status().message());
+    options.routing = *routing;
+  }
+  StatusOr<EplbMode> mode = ParseEplbMode(flags.common.eplb_mode);
+  if (!mode.ok()) return ReportError(ctx, mode.status().message());
+  options.eplb = EplbOptions{.mode = *mode, .num_groups = flags.common.expert_groups};
+  options.redundant = flags.common.no_replication ? 0 : flags.redundant;
+  options.grace = MakeGraceOptions(flags.common);
+  options.grace.max_extra_copies = flags.redundant;
+  options.num_threads = flags.common.threads;
+
+  StatusOr<Trace> trace = LoadTrace(flags.trace);
+  if (!trace.ok()) return ReportError(ctx, trace.status().message());
+  StatusOr<TraceSplit> split = SplitOrWhole(std::move(*trace), flags.common.train_fraction);
+  if (!split.ok()) return ReportError(ctx, split.status().message());
+  TerminalProgress progress;
+  options.progress = [&](int done, int total) { progress.Update("placing", done, total); };
+  StatusOr<PlaceResult> result = Place(split->profile, options);
+  progress.Finish();
+  if (!result.ok()) return ReportError(ctx, result.status().message());
+  if (flags.verbose) {
+    for (const GraceLayerReport& r : result->grace_reports) {
+      std::printf("%s", FormatGraceReport(r).c_str());
+    }
+  }
+  Status st = flags.format == "sglang"
+                  ? SaveSglangPlacement(result->placement, result->expert_load, flags.out)
+                  : SavePlacement(result->placement, flags.out);
+  if (!st.ok()) return ReportError(ctx, st.message());
+  std::printf("placed %d layers with %s on %d x %d ranks (%d extra copies, routing %s); wrote %s\n",
+              static_cast<int>(result->placement.layers.size()), flags.strategy.c_str(),
+              flags.common.nodes, flags.common.ranks_per_node, result->placement.NumExtraCopies(),
+              std::string(RoutingPolicyName(result->placement.routing)).c_str(), flags.out.c_str());
+}
+
+void RunCompare(const EvaluateFlags& flags, CommandContext& ctx) {
+  CompareOptions options;
+  options.topology = Topology{flags.common.nodes, flags.common.ranks_per_node};
+  if (flags.compare == "all") {
+    options.variants = AllVariants();
+  } else {
+    options.variants.clear();
+    std::stringstream in(flags.compare);
+    for (std::string v; std::getline(in, v, ',');) {
+      if (!v.empty()) options.variants.push_back(v);
+    }
+  }
+  StatusOr<EplbMode> mode = ParseEplbMode(flags.common.eplb_mode);
+  if (!mode.ok()) return ReportError(ctx, mode.status().message());
+  options.eplb = EplbOptions{.mode = *mode, .num_groups = flags.common.expert_groups};
+  options.grace = MakeGraceOptions(flags.common);
+  options.redundant = flags.common.no_replication ? 0 : flags.redundant;
+  options.evaluate.cost = flags.cost;
+  options.evaluate.step_tokens_per_rank = flags.step_tokens;
+  options.num_threads = flags.common.threads;
+  if (!flags.routing.empty()) {
+    return ReportError(ctx, "with --compare, give routing per variant (e.g. eplb+topo)");
+  }
+
+  StatusOr<Trace> trace = LoadTrace(flags.trace);
+  if (!trace.ok()) return ReportError(ctx, trace.status().message());
+  std::unique_ptr<TraceSplit> parts;
+  if (!flags.profile_trace.empty()) {
+    StatusOr<Trace> profile = LoadTrace(flags.profile_trace);
+    if (!profile.ok()) return ReportError(ctx, profile.status().message());
+    parts = std::make_unique<TraceSplit>(TraceSplit{std::move(*profile), std::move(*trace)});
+  } else if (flags.common.train_fraction > 0) {
+    StatusOr<TraceSplit> split = SplitTrace(*trace, flags.common.train_fraction);
+    if (!split.ok()) return ReportError(ctx, split.status().message());
+    parts = std::make_unique<TraceSplit>(std::move(*split));
+  } else {
+    return ReportError(ctx,
+                       "--compare needs --profile-trace or --train-fraction: placements are "
+                       "profiled on one part of the traffic and evaluated on another");
+  }
+  TerminalProgress progress;
+  options.progress = [&](const std::string& stage, int done, int total) {
+    progress.Update(stage, done, total);
+  };
+  StatusOr<std::vector<CompareRow>> rows = Compare(parts->profile, parts->holdout, options);
+  progress.Finish();
+  if (!rows.ok()) return ReportError(ctx, rows.status().message());
+  if (flags.json) {
+    std::printf("%s", CompareJson(*rows, options.topology, flags.cost, flags.step_tokens).c_str());
+    return;
+  }
+  std::printf("profile %lld tokens, evaluate %lld tokens, %d x %d ranks\n%s",
+              static_cast<long long>(parts->profile.num_tokens()),
+              static_cast<long long>(parts->holdout.num_tokens()), flags.common.nodes,
+              flags.common.ranks_per_node, FormatCompareTable(*rows).c_str());
+  if (flags.per_layer) {
+    for (const CompareRow& row : *rows) {
+      std::printf("\n%s\n%s", row.label.c_str(), FormatLayerTable(row.evaluation).c_str());
+    }
+  }
+}
+
+void RunEvaluate(const EvaluateFlags& flags, CommandContext& ctx) {
+  if (flags.trace.empty()) return ReportError(ctx, "evaluate needs --trace");
+  if (!flags.compare.empty()) return RunCompare(flags, ctx);
+  if (flags.placement.empty()) return ReportError(ctx, "evaluate needs --placement or --compare");
+  StatusOr<Placement> placement = LoadPlacement(flags.placement);
+  if (!placement.ok()) return ReportError(ctx, placement.status().message());
+  StatusOr<Trace> trace = LoadTrace(flags.trace);
+  if (!trace.ok()) return ReportError(ctx, trace.status().message());
+  // With a train fraction, evaluate on the sequences after it (those the placement was not
+  // profiled on when `place` got the same fraction).
+  StatusOr<TraceSplit> split = SplitOrWhole(std::move(*trace), flags.common.train_fraction);
+  if (!split.ok()) return ReportError(ctx, split.status().message());
+  EvaluateOptions options;
+  options.cost = flags.cost;
+  options.step_tokens_per_rank = flags.step_tokens;
+  options.num_threads = flags.common.threads;
+  if (!flags.routing.empty()) {
+    StatusOr<RoutingPolicy> routing = ParseRoutingPolicy(flags.routing);
+    if (!routing.ok()) return ReportError(ctx, routing.status().message());
+    options.routing = *routing;
+  }
+  TerminalProgress progress;
+  options.progress = [&](int done, int total) { progress.Update("evaluating", done, total); };
+  StatusOr<Evaluation> eval = Evaluate(*placement, split->holdout, options);
+  progress.Finish();
+  if (!eval.ok()) return ReportError(ctx, eval.status().message());
+  const std::string label = placement->strategy.empty() ? "placement" : placement->strategy;
+  if (flags.json) {
+    std::printf("%s", EvaluationJson(*eval, label).c_str());
+    return;
+  }
+  std::printf("%s on %d x %d ranks, routing %s: %lld tokens in %d steps\n%s", label.c_str(),
+              placement->topology.num_nodes, placement->topology.ranks_per_node,
+              std::string(RoutingPolicyName(options.routing.value_or(placement->routing))).c_str(),
+              static_cast<long long>(eval->num_tokens), eval->num_steps,
+              FormatLayerTable(*eval).c_str());
+}
+
+}  // namespace
+
+void RegisterPlaceCommand(CLI::App& app, CommandContext& ctx) {
+  auto pf = std::make_shared<PlaceFlags>();
+  CLI::App* place = app.add_subcommand(
+      "place",
+      "Place experts on machines and ranks from a routing trace (docs/placement-format.md):\n"
+      "  contiguous  equal slices of expert ids\n"
+      "  eplb        DeepSeek's EPLB (hierarchical or global) with --redundant K extra copies\n"
+      "  grace       GRACE-MoE: affinity grouping, hot-expert replication, routing table");
+  place->require_subcommand(0, 1);
+  place->add_option("--trace", pf->trace,
+                    "trace: epserve trace file, *.jsonl, or CSV files/folder (V2-Lite shape)");
+  place->add_option("--strategy", pf->strategy, "contiguous | eplb | grace")
+      ->check(CLI::IsMember({"contiguous", "eplb", "grace"}))
+      ->capture_default_str();
+  place->add_option("--out", pf->out, "placement file to write");
+  place
+      ->add_option("--redundant", pf->redundant,
+                   "eplb: extra copies per layer; grace: at most this many (0: no cap)")
+      ->capture_default_str();
+  place
+      ->add_option("--routing", pf->routing,
+                   "wrr | topo (default: topo for grace, wrr for the others)")
+      ->check(CLI::IsMember({"wrr", "topo"}));
+  place
+      ->add_option("--format", pf->format,
+                   "epserve | sglang ({\"physical_to_logical_map\": ...} for SGLang)")
+      ->check(CLI::IsMember({"epserve", "sglang"}))
+      ->capture_default_str();
+  place->add_flag("--verbose", pf->verbose,
+                  "grace: print each layer's U(r)/S(r) curve, knee and replication");
+  AddStrategyOptions(place, &pf->common);
+
+  auto ef = std::make_shared<EvaluateFlags>();
+  CLI::App* eval = place->add_subcommand(
+      "evaluate",
+      "Replay a trace through a placement (or, with --compare, through several strategies placed\n"
+      "on a profiling part) and report token copies kept / within a machine / across machines,\n"
+      "per-rank load and a modeled MoE-layer time (docs/placement-results.md).");
+  eval->add_option("--placement", ef->placement, "placement file to evaluate");
+  eval->add_option("--trace", ef->trace, "trace to replay (the evaluation part)")->required();
+  eval->add_option("--profile-trace", ef->profile_trace, "--compare: trace to place from");
+  eval->add_option("--compare", ef->compare,
+                   "comma-separated variants, e.g. contiguous,eplb,grace or "
+                   "eplb+global+topo,grace+norep; 'all' for every step");
+  eval->add_option("--redundant", ef->redundant,
+                   "--compare: extra copies per layer for eplb and cap for grace (default: eplb "
+                   "matches grace layer by layer)");
+  eval->add_option("--routing", ef->routing, "override the placement's routing: wrr | topo")
+      ->check(CLI::IsMember({"wrr", "topo"}));
+  eval->add_flag("--json", ef->json, "print one JSON object instead of tables");
+  eval->add_flag("--per-layer", ef->per_layer, "--compare: also print per-layer tables");
+  eval->add_option("--step-tokens", ef->step_tokens, "tokens per rank per all-to-all step")
+      ->capture_default_str();
+  eval->add_option("--expert-tflops", ef->cost.expert_tflops, "achieved expert GEMM TFLOP/s")
+      ->capture_default_str();
+  eval->add_option("--hbm-gbps", ef->cost.hbm_gbytes_per_s, "HBM GB/s per rank")
+      ->capture_default_str();
+  eval->add_option("--ib-gbps", ef->cost.ib_gbytes_per_s, "InfiniBand GB/s per rank")
+      ->capture_default_str();
+  eval->add_option("--nvlink-gbps", ef->cost.nvlink_gbytes_per_s, "NVLink GB/s per rank")
+      ->capture_default_str();
+  eval->add_option("--activation-bytes", ef->cost.activation_bytes, "bytes per hidden element")
+      ->capture_default_str();
+  AddStrategyOptions(eval, &ef->common);
+
+  eval->callback([ef, &ctx] { RunEvaluate(*ef, ctx); });
+  place->callback([pf, eval, &ctx] {
+    if (eval->parsed()) return;
+    RunPlace(*pf, ctx);
+  });
+}
+
+}  // namespace epserve::tools

@@ -1,0 +1,478 @@
+// `epserve plan ...`: the deployment planner (docs/planner.md). Subcommands:
+//   layer      per-kernel breakdown of one MoE layer, the decode step and the memory fit
+//   sweep      EP x TP x batch sweep with the Pareto frontier per EP (table, --json, --csv)
+//   pick       the cheapest deployment meeting --min-speed and the best throughput at it
+//   roofline   modeled GroupGEMM and GEMM points against the roofs (for the charts)
+//   calibrate  fit efficiency factors to measured kernel times (--measured FILE)
+// Every subcommand prints one JSON object with --json.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/calibrate.h"
+#include "planner/data_dir.h"
+#include "planner/json_util.h"
+#include "planner/report_json.h"
+#include "planner/sweep.h"
+#include "tools/command.h"
+
+namespace epserve::tools {
+namespace {
+
+using namespace epserve::planner;
+
+struct CommonFlags {
+  std::string model = "deepseek-v3";
+  std::string gpu = "H100";
+  std::string hardware = DefaultHardwarePath();
+  std::string efficiency = DefaultEfficiencyPath();
+  std::string trace;
+  int gpus_per_machine = 0;
+  int batch = 128, kv_len = 5000, query_len = 2;
+  double acceptance = 0.6;
+  std::string overlap = "best";
+  bool json = false;
+};
+
+// Everything a plan command loads from files.
+struct Loaded {
+  HardwareCatalog catalog;
+  HardwareSpec hw;
+  ModelSpec model;
+  EfficiencyFactors eff;
+  std::optional<RoutingTrace> trace;
+  std::optional<OverlapMode> overlap;  // nullopt: best per point
+  Workload workload;
+};
+
+StatusOr<Loaded> Load(const CommonFlags& f) {
+  Loaded l;
+  ASSIGN_OR_RETURN(l.catalog, HardwareCatalog::LoadFile(f.hardware));
+  ASSIGN_OR_RETURN(l.hw, l.catalog.Find(f.gpu));
+  ASSIGN_OR_RETURN(l.model, LoadModelConfig(ResolveModelConfigPath(f.model)));
+  ASSIGN_OR_RETURN(l.eff, LoadEfficiencyFile(f.efficiency));
+  if (!f.trace.empty()) {
+    ASSIGN_OR_RETURN(RoutingTrace trace, LoadRoutingTrace(f.trace));
+    l.trace = std::move(trace);
+  }
+  if (f.overlap != "best") {
+    ASSIGN_OR_RETURN(OverlapMode mode, ParseOverlapMode(f.overlap));
+    l.overlap = mode;
+  }
+  l.workload = {.batch = f.batch,
+                .kv_len = f.kv_len,
+                .query_len = f.query_len,
+                .acceptance_rate = f.acceptance};
+  RETURN_IF_ERROR(l.workload.Validate());
+  return l;
+}
+
+void AddCommonOptions(CLI::App* cmd, CommonFlags* f, bool workload) {
+  cmd->add_option("--model", f->model,
+                  "config.json (or its folder), or a name under data/planner/models")
+      ->capture_default_str();
+  cmd->add_option("--gpu", f->gpu, "GPU name in the hardware catalog")->capture_default_str();
+  cmd->add_option("--hardware", f->hardware, "hardware catalog JSON")->capture_default_str();
+  cmd->add_option("--efficiency", f->efficiency, "efficiency factors JSON")->capture_default_str();
+  cmd->add_flag("--json", f->json, "print one JSON object (fields in docs/planner.md)");
+  if (!workload) return;
+  cmd->add_option("--gpus-per-machine", f->gpus_per_machine, "default: the GPU's catalog entry");
+  cmd->add_option("--kv-len", f->kv_len, "cached tokens per request")->capture_default_str();
+  cmd->add_option("--query-len", f->query_len, "tokens per request per step (1 + MTP drafts)")
+      ->capture_default_str();
+  cmd->add_option("--acceptance", f->acceptance, "draft token acceptance rate")
+      ->capture_default_str();
+  cmd->add_option("--overlap", f->overlap, "none | dispatch-overlap | micro-batch | best")
+      ->capture_default_str();
+  cmd->add_option("--trace", f->trace, "routing trace CSV file or folder (default: uniform)");
+}
+
+void Print(const nlohmann::json& json) { std::printf("%s\n", json.dump(2).c_str()); }
+
+nlohmann::json InputsJson(const Loaded& l, const CommonFlags& f) {
+  return {{"model", l.model.name},
+          {"gpu", l.hw.name},
+          {"routing", f.trace.empty() ? "uniform" : f.trace},
+          {"overlap", f.overlap},
+          {"kv_bytes_per_token", l.model.KvBytesPerToken()},
+          {"kv_bytes_per_token_with_mtp", l.model.KvBytesPerTokenWithMtp()}};
+}
+
+// ---- plan layer -------------------------------------------------------------------------------
+
+struct LayerFlags {
+  CommonFlags common;
+  int ep = 128, tp = 1, dp = 0, machines = 0;
+  bool ignore_memory = false;
+};
+
+void PrintLayerTable(const LayerBreakdown& layer) {
+  std::printf("  %-5s %-20s %8s %10s %9s %9s  %s\n", "stage", "kernel", "launches", "time us",
+              "TFLOP/s", "FLOP/B", "bound");
+  for (const KernelTime& k : layer.kernels) {
+    std::printf("  %-5d %-20s %8d %10.1f %9.1f %9.1f  %s\n", k.stage, k.name.c_str(), k.launches,
+                k.cost.time_us, AchievedTflops(k.cost), Intensity(k.cost),
+                k.cost.compute_bound ? "compute" : "memory");
+  }
+}
+
+void RunLayer(const LayerFlags& f, CommandContext& ctx) {
+  StatusOr<Loaded> l = Load(f.common);
+  if (!l.ok()) return ReportError(ctx, l.status().message());
+  l->workload.batch = f.common.batch;
+  const int gpm =
+      f.common.gpus_per_machine > 0 ? f.common.gpus_per_machine : l->hw.gpus_per_machine;
+  if (f.dp > 0 && f.dp * f.tp != f.ep) {
+    return ReportError(ctx, "EP " + std::to_string(f.ep) + " must equal DP x TP (" +
+                                std::to_string(f.dp) + " x " + std::to_string(f.tp) + ")");
+  }
+  StatusOr<Deployment> d = MakeDeployment(l->model, f.ep, f.tp, gpm);
+  if (!d.ok()) return ReportError(ctx, d.status().message());
+  if (f.machines > 0 && f.machines != d->num_machines) {
+    return ReportError(ctx, d->ToString() + ": --machines " + std::to_string(f.machines) +
+                                " does not match (EP ranks fill machines of " +
+                                std::to_string(gpm) + " GPUs)");
+  }
+  StatusOr<RoutingModel> routing =
+      l->trace ? RoutingModel::FromTrace(*l->trace, l->model, d->ep, d->RanksPerMachine())
+               : RoutingModel::Uniform(l->model, d->ep, d->RanksPerMachine());
+  if (!routing.ok()) return ReportError(ctx, routing.status().message());
+  PlanContext pc{.hw = &l->hw, .model = &l->model, .eff = &l->eff, .routing = &*routing};
+  StatusOr<StepEstimate> step = EstimateStep(
+      pc, *d, l->workload, {.overlap = l->overlap, .require_memory_fit = !f.ignore_memory});
+  if (!step.ok()) return ReportError(ctx, step.status().message());
+  if (f.common.json) {
+    Print({{"command", "plan layer"},
+           {"inputs", InputsJson(*l, f.common)},
+           {"deployment", DeploymentToJson(*d)},
+           {"workload", WorkloadToJson(l->workload)},
+           {"step", StepToJson(*step)}});
+    return;
+  }
+  const LayerBreakdown& moe = step->moe_layer;
+  std::printf("%s on %s: %s, %d requests per DP group, KV %d, query %d (acceptance %.2f)\n",
+              l->model.name.c_str(), l->hw.name.c_str(), d->ToString().c_str(), l->workload.batch,
+              l->workload.kv_len, l->workload.query_len, l->workload.acceptance_rate);
+  std::printf("MoE layer (%s): %.0f us = compute %.0f + dispatch %.0f + combine %.0f visible\n",
+              OverlapModeName(moe.mode), moe.total_us, moe.compute_us, moe.dispatch.visible_us,
+              moe.combine.visible_us);
+  PrintLayerTable(moe);
+  std::printf("  dispatch: %.0f us on the wire, %.2f MB/rank; combine: %.0f us, %.2f MB/rank\n",
+              moe.dispatch.transfer_us, moe.dispatch.bytes / 1e6, moe.combine.transfer_us,
+              moe.combine.bytes / 1e6);
+  std::printf(
+      "  routing: %.2f experts touched per rank, %.1f tokens per expert, %.2f ranks per "
+      "token\n",
+      moe.touched_experts, moe.tokens_per_expert, moe.destinations_per_token);
+  std::printf("Dense layer: %.0f us\n", step->dense_layer.total_us);
+  std::printf("Step: %.2f ms (MoE %.2f, dense %.2f, MTP %.2f, LM head %.2f, overhead %.2f)\n",
+              step->step_us / 1e3, step->moe_layers_us / 1e3, step->dense_layers_us / 1e3,
+              step->mtp_us / 1e3, step->lm_head_us / 1e3, step->overhead_us / 1e3);
+  std::printf("Speed: %.1f tokens/s per request; throughput %.0f tokens/s per machine\n",
+              step->speed, step->throughput_per_machine);
+  const MemoryFit& m = step->memory;
+  std::printf(
+      "Memory per GPU: weights %.1f GB, free for KV %.1f GB, %.0f MB per request: at most "
+      "%d requests per DP group (%s)\n",
+      m.weight_bytes / 1e9, m.free_for_kv_bytes / 1e9, m.kv_bytes_per_request / 1e6, m.max_batch,
+      m.batch_fits ? "fits" : "DOES NOT FIT");
+  for (const std::string& note : step->notes) std::printf("note: %s\n", note.c_str());
+}
+
+// ---- plan sweep / pick ------------------------------------------------------------------------
+
+struct SweepFlags {
+  CommonFlags common;
+  std::string single_machine_gpu;
+  std::string eps = "8,16,32,64,128", tps = "1,2,4,8", batches = "1-128";
+  std::string csv;
+  double min_speed = 0;
+};
+
+StatusOr<SweepResult> Sweep(const SweepFlags& f, const Loaded& l,
+                            std::optional<HardwareSpec>& single) {
+  SweepOptions options;
+  ASSIGN_OR_RETURN(options.ep_values, ParseIntRanges(f.eps, "--ep"));
+  ASSIGN_OR_RETURN(options.tp_values, ParseIntRanges(f.tps, "--tp"));
+  ASSIGN_OR_RETURN(options.batches, ParseIntRanges(f.batches, "--batches"));
+  options.gpus_per_machine = f.common.gpus_per_machine;
+  options.workload = l.workload;
+  options.overlap = l.overlap;
+  if (!f.single_machine_gpu.empty()) {
+    ASSIGN_OR_RETURN(HardwareSpec spec, l.catalog.Find(f.single_machine_gpu));
+    single = spec;
+  }
+  return RunSweep({.hw = &l.hw,
+                   .single_machine_hw = single ? &*single : nullptr,
+                   .model = &l.model,
+                   .eff = &l.eff,
+                   .trace = l.trace ? &*l.trace : nullptr},
+                  options);
+}
+
+Status WriteCsv(const SweepResult& result, const std::string& path) {
+  std::ofstream out(path);
+  out << SweepToCsv(result);
+  return out ? Status::Ok() : Status::IoError("cannot write " + path);
+}
+
+void PrintPoint(const char* label, const SweepPoint& p) {
+  std::printf(
+      "%-16s %-4s EP%-3d DP%-3d TP%d on %2d machine(s), batch %3d, %-16s %6.1f tokens/s, "
+      "%8.0f tokens/s per machine\n",
+      label, p.gpu.c_str(), p.deployment.ep, p.deployment.dp, p.deployment.tp,
+      p.deployment.num_machines, p.batch, OverlapModeName(p.estimate.mode), p.estimate.speed,
+      p.estimate.throughput_per_machine);
+}
+
+void RunSweepCommand(const SweepFlags& f, CommandContext& ctx, bool pick) {
+  StatusOr<Loaded> l = Load(f.common);
+  if (!l.ok()) return ReportError(ctx, l.status().message());
+  std::optional<HardwareSpec> single;
+  StatusOr<SweepResult> result = Sweep(f, *l, single);
+  if (!result.ok()) return ReportError(ctx, result.status().message());
+  if (!f.csv.empty()) {
+    Status st = WriteCsv(*result, f.csv);
+    if (!st.ok()) return ReportError(ctx, st.message());
+  }
+  nlohmann::json inputs = InputsJson(*l, f.common);
+  inputs["single_machine_gpu"] = single ? single->name : l->hw.name;
+  inputs["workload"] = WorkloadToJson(l->workload);
+  inputs["workload"].erase("batch");
+  if (pick) {
+    PickResult choice = PickDeployment(*result, f.min_speed);
+    if (f.common.json) {
+      Print({{"command", "plan pick"}, {"inputs", inputs}, {"pick", PickToJson(choice)}});
+      return;
+    }
+    if (!choice.found) {
+      std::printf("no swept deployment reaches %.1f tokens/s per request\n", f.min_speed);
+      return;
+    }
+    std::printf("at >= %.1f tokens/s per request:\n", f.min_speed);
+    PrintPoint("cheapest", choice.cheapest);
+    PrintPoint("best throughput", choice.best_throughput);
+    for (const SweepPoint& p : choice.best_per_ep) PrintPoint("best of its EP", p);
+    return;
+  }
+  if (f.common.json) {
+    nlohmann::json out = SweepToJson(*result);
+    out["command"] = "plan sweep";
+    out["inputs"] = inputs;
+    Print(out);
+    return;
+  }
+  // Compact view of the frontiers: best throughput per machine at each speed target, per EP.
+  std::vector<int> eps;
+  for (const SweepPoint& p : result->points) {
+    if (std::find(eps.begin(), eps.end(), p.deployment.ep) == eps.end())
+      eps.push_back(p.deployment.ep);
+  }
+  std::printf(
+      "%zu points (%zu skipped; --json or --csv for all). Best tokens/s per machine at\n"
+      ">= the output speed per request, per EP (Pareto frontiers):\n",
+      result->points.size(), result->skipped.size());
+  std::printf("%12s", "tokens/s >=");
+  for (int ep : eps) std::printf("  %22s", ("EP" + std::to_string(ep)).c_str());
+  std::printf("\n");
+  for (double speed : {10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150}) {
+    std::printf("%12.0f", speed);
+    for (int ep : eps) {
+      const SweepPoint* best = nullptr;
+      for (const SweepPoint& p : result->points) {
+        if (p.deployment.ep == ep && p.estimate.speed >= speed &&
+            (!best || p.estimate.throughput_per_machine > best->estimate.throughput_per_machine)) {
+          best = &p;
+        }
+      }
+      if (best == nullptr) {
+        std::printf("  %22s", "-");
+      } else {
+        char cell[64];
+        std::snprintf(cell, sizeof(cell), "%.0f (TP%d b%d)", best->estimate.throughput_per_machine,
+                      best->deployment.tp, best->batch);
+        std::printf("  %22s", cell);
+      }
+    }
+    std::printf("\n");
+  }
+}
+
+// ---- plan roofline ----------------------------------------------------------------------------
+
+struct RooflineFlags {
+  CommonFlags common;
+  std::string eps = "8,16,32,64,128", batches = "1,2,4,8,16,32,64,128";
+};
+
+void RunRoofline(const RooflineFlags& f, CommandContext& ctx) {
+  StatusOr<Loaded> l = Load(f.common);
+  if (!l.ok()) return ReportError(ctx, l.status().message());
+  StatusOr<std::vector<int>> eps = ParseIntRanges(f.eps, "--ep");
+  StatusOr<std::vector<int>> batches = ParseIntRanges(f.batches, "--batches");
+  if (!eps.ok() || !batches.ok()) {
+    return ReportError(ctx, (!eps.ok() ? eps.status() : batches.status()).message());
+  }
+  nlohmann::json points = nlohmann::json::array();
+  for (int ep : *eps) {
+    StatusOr<Deployment> d = MakeDeployment(l->model, ep, 1, l->hw.gpus_per_machine);
+    if (!d.ok()) return ReportError(ctx, d.status().message());
+    StatusOr<RoutingModel> routing = RoutingModel::Uniform(l->model, ep, d->RanksPerMachine());
+    if (!routing.ok()) return ReportError(ctx, routing.status().message());
+    PlanContext pc{.hw = &l->hw, .model = &l->model, .eff = &l->eff, .routing = &*routing};
+    for (int batch : *batches) {
+      Workload w = l->workload;
+      w.batch = batch;
+      StatusOr<LayerBreakdown> layer = ModelMoeLayer(pc, *d, w, OverlapMode::kNone);
+      if (!layer.ok()) return ReportError(ctx, layer.status().message());
+      for (const KernelTime& k : layer->kernels) {
+        if (k.kind != KernelKind::kGroupGemm && k.name != "o_proj" && k.name != "qkv_a_proj" &&
+            k.name != "q_b_proj") {
+          continue;
+        }
+        nlohmann::json p = KernelCostToJson(k.cost);
+        p["kernel"] = k.name;
+        p["kind"] = KernelKindName(k.kind);
+        p["ep"] = ep;
+        p["batch"] = batch;
+        p["groups"] = k.kind == KernelKind::kGroupGemm ? layer->touched_experts : 1.0;
+        p["m"] = k.kind == KernelKind::kGroupGemm ? layer->tokens_per_expert
+                                                  : static_cast<double>(batch) * w.query_len;
+        points.push_back(std::move(p));
+      }
+    }
+  }
+  const double peak = l->hw.PeakFlopsPerSecond(l->model.LinearPrecision()) / 1e12;
+  nlohmann::json roofs = {{"peak_tflops", peak},
+                          {"bandwidth_tbs", l->hw.memory_bandwidth_tbs},
+                          {"group_gemm_compute", l->eff.group_gemm.compute},
+                          {"group_gemm_memory", l->eff.group_gemm.memory},
+                          {"gemm_compute", l->eff.gemm.compute},
+                          {"gemm_memory", l->eff.gemm.memory}};
+  if (f.common.json) {
+    Print({{"command", "plan roofline"},
+           {"inputs", InputsJson(*l, f.common)},
+           {"roofs", roofs},
+           {"points", points}});
+    return;
+  }
+  std::printf("%s roofs: %.0f TFLOP/s, %.2f TB/s (ridge %.0f FLOP/B)\n", l->hw.name.c_str(), peak,
+              l->hw.memory_bandwidth_tbs, peak / l->hw.memory_bandwidth_tbs);
+  std::printf("%-20s %5s %6s %8s %9s %9s %9s\n", "kernel", "EP", "batch", "m", "FLOP/B", "TFLOP/s",
+              "time us");
+  for (const nlohmann::json& p : points) {
+    std::printf("%-20s %5d %6d %8.1f %9.1f %9.1f %9.1f\n", p["kernel"].get<std::string>().c_str(),
+                p["ep"].get<int>(), p["batch"].get<int>(), p["m"].get<double>(),
+                p["intensity"].get<double>(), p["tflops"].get<double>(),
+                p["time_us"].get<double>());
+  }
+}
+
+// ---- plan calibrate ---------------------------------------------------------------------------
+
+struct CalibrateFlags {
+  CommonFlags common;
+  std::string measured, out;
+};
+
+void RunCalibrate(const CalibrateFlags& f, CommandContext& ctx) {
+  StatusOr<Loaded> l = Load(f.common);
+  if (!l.ok()) return ReportError(ctx, l.status().message());
+  StatusOr<std::string> text = ReadTextFile(f.measured);
+  if (!text.ok()) return ReportError(ctx, text.status().message());
+  StatusOr<std::vector<MeasuredKernel>> samples = ParseMeasuredCsv(*text);
+  if (!samples.ok()) return ReportError(ctx, f.measured + ": " + samples.status().message());
+  StatusOr<CalibrationResult> fit = Calibrate(l->hw, l->eff, *samples);
+  if (!fit.ok()) return ReportError(ctx, f.measured + ": " + fit.status().message());
+  if (!f.out.empty()) {
+    std::ofstream out(f.out);
+    out << EfficiencyToJson(fit->factors).dump(2) << "\n";
+    if (!out) return ReportError(ctx, "cannot write " + f.out);
+  }
+  if (f.common.json) {
+    nlohmann::json report = CalibrationToJson(*fit);
+    report["command"] = "plan calibrate";
+    report["inputs"] = {{"gpu", l->hw.name}, {"measured", f.measured}, {"out", f.out}};
+    Print(report);
+    return;
+  }
+  std::printf("%-14s %7s %12s %12s  %s\n", "family", "samples", "rms before", "rms after",
+              "fitted / kept");
+  for (const FamilyFit& fam : fit->families) {
+    std::string fitted, kept;
+    for (const std::string& s : fam.fitted) fitted += s + " ";
+    for (const std::string& s : fam.kept) kept += s + " ";
+    std::printf("%-14s %7d %11.1f%% %11.1f%%  %s/ %s\n", fam.family.c_str(), fam.samples,
+                100 * fam.rms_log_error_before, 100 * fam.rms_log_error_after, fitted.c_str(),
+                kept.c_str());
+  }
+  if (!f.out.empty()) std::printf("wrote %s\n", f.out.c_str());
+}
+
+}  // namespace
+
+void RegisterPlanCommand(CLI::App& app, CommandContext& ctx) {
+  CLI::App* plan = app.add_subcommand(
+      "plan",
+      "Deployment planner: roofline model of DeepSeek-V3-family decode on GPU clusters\n"
+      "(docs/planner.md). Inputs are data: --hardware catalog, --efficiency factors, --model.");
+  plan->require_subcommand(1);
+
+  auto lf = std::make_shared<LayerFlags>();
+  CLI::App* layer = plan->add_subcommand("layer",
+                                         "per-kernel breakdown of one MoE layer, the "
+                                         "decode step and the memory fit");
+  AddCommonOptions(layer, &lf->common, true);
+  layer->add_option("--ep", lf->ep, "expert-parallel ranks (GPUs)")->capture_default_str();
+  layer->add_option("--tp", lf->tp, "GPUs per DP group")->capture_default_str();
+  layer->add_option("--dp", lf->dp, "DP groups (default EP / TP)");
+  layer->add_option("--machines", lf->machines, "machines (default EP / GPUs per machine)");
+  layer->add_option("--batch", lf->common.batch, "requests per DP group")->capture_default_str();
+  layer->add_flag("--ignore-memory", lf->ignore_memory,
+                  "model the layer even if weights or KV do not fit");
+  layer->callback([lf, &ctx] { RunLayer(*lf, ctx); });
+
+  for (bool pick : {false, true}) {
+    auto sf = std::make_shared<SweepFlags>();
+    CLI::App* cmd =
+        pick ? plan->add_subcommand("pick",
+                                    "cheapest deployment meeting --min-speed, and the "
+                                    "best throughput per machine at that speed")
+             : plan->add_subcommand("sweep", "EP x TP x batch sweep and Pareto frontier per EP");
+    AddCommonOptions(cmd, &sf->common, true);
+    cmd->add_option("--single-machine-gpu", sf->single_machine_gpu,
+                    "GPU for deployments that fit in one machine (the write-up: H200)");
+    cmd->add_option("--ep", sf->eps, "EP values: list and A-B ranges")->capture_default_str();
+    cmd->add_option("--tp", sf->tps, "TP values")->capture_default_str();
+    cmd->add_option("--batches", sf->batches, "requests per DP group")->capture_default_str();
+    if (pick) {
+      cmd->add_option("--min-speed", sf->min_speed, "output tokens/s per request")->required();
+    } else {
+      cmd->add_option("--csv", sf->csv, "also write every point to this CSV file");
+    }
+    cmd->callback([sf, &ctx, pick] { RunSweepCommand(*sf, ctx, pick); });
+  }
+
+  auto rf = std::make_shared<RooflineFlags>();
+  CLI::App* roofline = plan->add_subcommand(
+      "roofline", "modeled GroupGEMM and GEMM points (TP1, full batch) against the roofs");
+  AddCommonOptions(roofline, &rf->common, true);
+  roofline->add_option("--ep", rf->eps, "EP values")->capture_default_str();
+  roofline->add_option("--batches", rf->batches, "requests per GPU")->capture_default_str();
+  roofline->callback([rf, &ctx] { RunRoofline(*rf, ctx); });
+
+  auto cf = std::make_shared<CalibrateFlags>();
+  CLI::App* calibrate = plan->add_subcommand(
+      "calibrate", "fit efficiency factors to measured kernel times (CSV: kernel,shape,time_us)");
+  AddCommonOptions(calibrate, &cf->common, false);
+  calibrate->add_option("--measured", cf->measured, "CSV of measured kernel times")->required();
+  calibrate->add_option("--out", cf->out, "write the fitted efficiency JSON here");
+  calibrate->callback([cf, &ctx] { RunCalibrate(*cf, ctx); });
+}
+
+}  // namespace epserve::tools
