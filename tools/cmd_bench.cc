@@ -69,6 +69,7 @@ void RegisterBenchCommand(CLI::App& app, CommandContext& ctx) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks; each prints what it measured (--json: one JSON object).");
   bench->require_subcommand(1);
   AddBenchKernelsCommand(bench, ctx);
+  AddBenchMoeLayerCommand(bench, ctx);
   auto f = std::make_shared<DecodeFlags>();
   CLI::App* decode = bench->add_subcommand(
       "decode",

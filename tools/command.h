@@ -21,7 +21,8 @@ void RegisterBenchCommand(CLI::App& app, CommandContext& ctx);
 void RegisterTraceCommand(CLI::App& app, CommandContext& ctx);
 void RegisterPlaceCommand(CLI::App& app, CommandContext& ctx);
 void RegisterPlanCommand(CLI::App& app, CommandContext& ctx);
-void AddBenchKernelsCommand(CLI::App* bench, CommandContext& ctx);  // `bench kernels`, cmd_bench_kernels.cc
+void AddBenchKernelsCommand(CLI::App* bench, CommandContext& ctx);   // `bench kernels`, cmd_bench_kernels.cc
+void AddBenchMoeLayerCommand(CLI::App* bench, CommandContext& ctx);  // `bench moe-layer`, cmd_bench_moe.cc
 // (helpers add their Register*Command declarations here)
 
 }  // namespace epserve::tools
