@@ -9,6 +9,7 @@
 #include "runtime/ep_runner.h"
 #include "runtime/generator.h"
 #include "runtime/loaded_model.h"
+#include "runtime/trace_recorder.h"
 #include "tools/command.h"
 
 namespace epserve::tools {
@@ -24,6 +25,7 @@ struct GenerateFlags {
   uint64_t seed = 0;
   int threads = 0;
   std::string expert_input = "f32";
+  std::string trace_out;
   // Expert parallelism (under mpirun).
   int tp = 1;
   int ranks_per_node = 0;
@@ -107,6 +109,8 @@ Status Run(const GenerateFlags& f) {
   if (f.expert_input != "f32" && f.expert_input != "fp8")
     return Status::InvalidArgument("--expert-input must be f32 or fp8, got " + f.expert_input);
   if (f.a2a != "sparse" && f.a2a != "padded") return Status::InvalidArgument("--a2a must be sparse or padded, got " + f.a2a);
+  if (comm::LaunchedByMpi() && !f.trace_out.empty())
+    return Status::InvalidArgument("--trace-out is recorded by a single process; run without mpirun");
   if (comm::LaunchedByMpi()) return RunDistributed(f, dir, prompts, opt);
   if (f.tp != 1 || f.stats || !f.placement.empty())
     return Status::InvalidArgument("--tp, --placement and --stats need several ranks: run under mpirun -np N");
@@ -116,7 +120,13 @@ Status Run(const GenerateFlags& f) {
   LocalExperts experts(*loaded->weights, pool,
                        f.expert_input == "fp8" ? ExpertInputFormat::kFp8 : ExpertInputFormat::kF32);
   model.SetExperts(&experts);
+  std::unique_ptr<TraceRecorder> recorder;
+  if (!f.trace_out.empty()) {
+    ASSIGN_OR_RETURN(recorder, TraceRecorder::Open(f.trace_out, loaded->config));
+    model.SetRouteObserver([&recorder](const RouteEvent& ev) { recorder->Observe(ev); });
+  }
   ASSIGN_OR_RETURN(GenerateResult res, Generate(model, prompts, opt));
+  if (recorder) RETURN_IF_ERROR(recorder->Close());
   return Report(f, res.tokens, res.logits, loaded->config.vocab_size,
                 {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds});
 }
@@ -167,6 +177,9 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--expert-input", f->expert_input,
                   "f32 | fp8: fp8 rounds expert inputs through the dispatch format, as an expert-parallel run does")
       ->capture_default_str();
+  cmd->add_option("--trace-out", f->trace_out,
+                  "record every token's routing (experts and gate weights per MoE layer) to a trace file "
+                  "(docs/trace-format.md) for `epserve place`");
   auto* ep = "Expert parallelism (run under mpirun -np N)";
   cmd->add_option("--tp", f->tp, "TP ranks per DP group (DP = N / TP); heads split, experts never duplicated")
       ->group(ep)->capture_default_str();

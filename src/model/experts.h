@@ -25,6 +25,7 @@ struct RoutedBatch {
   const float* x = nullptr;            // [num_tokens, hidden]; valid until Finish returns
   const int32_t* expert_ids = nullptr; // [num_tokens, top_k]
   const float* weights = nullptr;      // [num_tokens, top_k]
+  const uint64_t* token_keys = nullptr; // [num_tokens] placement::TokenKey(sequence, position)
 };
 
 class ExpertBackend {

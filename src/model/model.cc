@@ -7,6 +7,7 @@
 #include "kernels/matmul.h"
 #include "kernels/mla_attention.h"
 #include "kernels/ops.h"
+#include "placement/token_key.h"
 
 namespace epserve {
 
@@ -21,6 +22,8 @@ struct Model::Workspace {
   int64_t T = 0;
   std::vector<int64_t> token_pos;
   std::vector<int> token_slot;
+  std::vector<uint32_t> token_seq;
+  std::vector<uint64_t> token_key;
   std::vector<const float*> token_cache;
   std::vector<float> x, xn, q_a, q, kv_a, q_abs, q_pe, o_lat, o, o_gather, o_full, attn_out, ffn_out;
   std::vector<float> router_logits, gate_scratch, weights, attn_scratch;
@@ -60,6 +63,8 @@ Status Model::Forward(const ForwardBatch& batch, LatentKvCache& cache, float* lo
   w.T = T;
   w.token_pos.resize(T);
   w.token_slot.resize(T);
+  w.token_seq.resize(T);
+  w.token_key.resize(T);
   w.token_cache.resize(T);
   w.x.resize(T * H);
   int64_t t = 0;
@@ -67,6 +72,8 @@ Status Model::Forward(const ForwardBatch& batch, LatentKvCache& cache, float* lo
     for (size_t i = 0; i < ch.tokens.size(); ++i, ++t) {
       w.token_pos[t] = cache.length(ch.slot) + static_cast<int64_t>(i);
       w.token_slot[t] = ch.slot;
+      w.token_seq[t] = ch.sequence_id;
+      w.token_key[t] = placement::TokenKey(ch.sequence_id, static_cast<uint32_t>(w.token_pos[t]));
       kernels::DequantizeRow(weights_.embed, ch.tokens[i], 0, H, &w.x[t * H]);
     }
   }
@@ -224,7 +231,9 @@ Status Model::Moe(int l) {
   const float* bias = m.score_bias.empty() ? nullptr : m.score_bias.data();
   for (int64_t t = 0; t < T; ++t)
     kernels::GateTopK(gopt, &w.router_logits[t * E], bias, w.gate_scratch.data(), &w.expert_ids[t * K], &w.weights[t * K]);
-  if (route_observer_) route_observer_(l, T, K, w.expert_ids.data(), w.weights.data());
+  if (route_observer_)
+    route_observer_({.layer = l, .num_tokens = T, .top_k = K, .expert_ids = w.expert_ids.data(),
+                     .weights = w.weights.data(), .sequence_ids = w.token_seq.data(), .positions = w.token_pos.data()});
   times_.gate += Now() - t0;
 
   // With TP each rank of the group takes a contiguous share of the tokens.
@@ -233,7 +242,8 @@ Status Model::Moe(int l) {
   // Dispatch overlap: start routing, run the shared expert while tokens travel, then finish.
   t0 = Now();
   RETURN_IF_ERROR(experts_->Start({.layer = l, .num_tokens = n, .hidden = H, .top_k = K, .x = &w.xn[b * H],
-                                   .expert_ids = &w.expert_ids[b * K], .weights = &w.weights[b * K]}));
+                                   .expert_ids = &w.expert_ids[b * K], .weights = &w.weights[b * K],
+                                   .token_keys = &w.token_key[b]}));
   double t1 = Now();
   if (!m.shared.empty()) RunMlp(m.shared, &w.xn[b * H], n, &w.ffn_out[b * H], w.mlp, pool_);
   double t2 = Now();

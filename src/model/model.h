@@ -26,15 +26,25 @@ namespace epserve {
 struct SequenceChunk {
   int slot = 0;
   std::vector<int32_t> tokens;
+  uint32_t sequence_id = 0;  // the request's id, for traces and routing keys
 };
 
 struct ForwardBatch {
   std::vector<SequenceChunk> chunks;
 };
 
-// Called for each MoE layer with the batch's routing decisions (for traces and stats).
-using RouteObserver = std::function<void(int layer, int64_t num_tokens, int top_k, const int32_t* expert_ids,
-                                         const float* weights)>;
+// Called for each MoE layer with the batch's routing decisions (for traces and stats), with each
+// token's sequence id and position.
+struct RouteEvent {
+  int layer = 0;
+  int64_t num_tokens = 0;
+  int top_k = 0;
+  const int32_t* expert_ids = nullptr;  // [num_tokens, top_k]
+  const float* weights = nullptr;       // [num_tokens, top_k]
+  const uint32_t* sequence_ids = nullptr;
+  const int64_t* positions = nullptr;
+};
+using RouteObserver = std::function<void(const RouteEvent& event)>;
 
 // Tensor parallelism inside a DP group (SPEC §3): the group's ranks split the attention heads
 // (latent projections and cache replicated, per-head outputs all-gathered), and split the

@@ -36,8 +36,8 @@ StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, Thre
     Model model(c, w, pool);
     // Distinct experts per MoE layer in the current step.
     std::vector<std::set<int>> touched(c.num_hidden_layers);
-    model.SetRouteObserver([&](int layer, int64_t n, int k, const int32_t* ids, const float*) {
-      for (int64_t i = 0; i < n * k; ++i) touched[layer].insert(ids[i]);
+    model.SetRouteObserver([&](const RouteEvent& ev) {
+      for (int64_t i = 0; i < ev.num_tokens * ev.top_k; ++i) touched[ev.layer].insert(ev.expert_ids[i]);
     });
     LatentKvCache cache(c.num_hidden_layers, c.kv_a_dim(), batch, opt.prompt_len + opt.decode_steps + 1);
     ForwardBatch fb;

@@ -37,8 +37,8 @@ Status EpExperts::Start(const RoutedBatch& b) {
   for (int64_t t = 0; t < b.num_tokens; ++t)
     for (int k = 0; k < b.top_k; ++k) {
       const int e = b.expert_ids[t * b.top_k + k];
-      // A stable per-token key: the same token always picks the same copy.
-      const uint64_t key = (static_cast<uint64_t>(me) << 40) ^ static_cast<uint64_t>(t);
+      // The same token always picks the same copy, here and in `place evaluate`.
+      const uint64_t key = b.token_keys ? b.token_keys[t] : (static_cast<uint64_t>(me) << 40) ^ static_cast<uint64_t>(t);
       dest_[t * b.top_k + k] = router_.PickRank(layer_idx, e, me, key);
     }
   Status st = dispatcher_.StartDispatch({.num_tokens = b.num_tokens, .x = b.x, .expert_ids = b.expert_ids,

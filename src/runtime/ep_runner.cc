@@ -155,6 +155,7 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
     }
   GenerateOptions gen = o.generate;
   gen.step_when_empty = true;
+  gen.sequence_ids.assign(prompt_idx.begin(), prompt_idx.end());
   gen.on_step = [&](int step) {
     if (me == o.kill_rank && step == o.kill_step) std::raise(SIGKILL);
   };

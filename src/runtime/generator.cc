@@ -34,7 +34,8 @@ StatusOr<GenerateResult> Generate(Model& model, const std::vector<std::vector<in
   std::vector<float> logits(static_cast<size_t>(S) * V);
   ForwardBatch batch;
   for (int s = 0; s < S; ++s) {
-    batch.chunks.push_back({s, prompts[s]});
+    batch.chunks.push_back({.slot = s, .tokens = prompts[s],
+                            .sequence_id = opt.sequence_ids.empty() ? static_cast<uint32_t>(s) : opt.sequence_ids[s]});
     res.prefill_tokens += static_cast<int64_t>(prompts[s].size());
   }
   using Clock = std::chrono::steady_clock;

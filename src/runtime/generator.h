@@ -20,6 +20,8 @@ struct GenerateOptions {
   // Expert parallelism: every rank must take part in every step's collectives, so a DP group
   // with no prompts still runs max_tokens (empty) steps instead of returning at once.
   bool step_when_empty = false;
+  // Sequence ids of the prompts (traces, routing keys); empty: 0, 1, 2, ...
+  std::vector<uint32_t> sequence_ids;
   // Called before each step (0 = prefill); may be null.
   std::function<void(int step)> on_step;
 };

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The engine's routing trace -> `epserve place --strategy grace` -> the EP runtime with that
+# placement: the generated tokens equal the single-process (contiguous-free) run, and the
+# traffic --stats reports per MoE layer (token copies kept on the rank, sent within the machine,
+# sent across machines) equals what `place evaluate` predicts for the same tokens.
+# Usage: placement_stats_test.sh EPSERVE WORKDIR
+set -euo pipefail
+EPSERVE=$1 WORK=$2
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/mpi_env.sh"
+rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
+"$EPSERVE" make-model --preset tiny --seed 9 --out model >/dev/null
+P=(--prompt-ids 17 --prompt-ids 1,2,3,4,5,6,7 --prompt-ids "$(seq -s, 200 232)" --prompt-ids 5,6,7,8)
+"$EPSERVE" generate --model model "${P[@]}" --max-tokens 12 --expert-input fp8 --trace-out run.trace \
+  --tokens-out single.json >/dev/null
+"$EPSERVE" place --trace run.trace --nodes 2 --ranks-per-node 2 --strategy grace --out placement.json
+"$EPSERVE" place evaluate --placement placement.json --trace run.trace --json >predicted.json
+"${MPIRUN[@]}" -np 4 "$EPSERVE" generate --model model "${P[@]}" --max-tokens 12 --ranks-per-node 2 \
+  --placement placement.json --stats --tokens-out ep.json >ep.out
+/usr/bin/python3 - <<'PY'
+import json, sys
+single, ep = json.load(open("single.json")), json.load(open("ep.json"))
+if single != ep:
+    sys.exit("FAIL: tokens differ between the single-process run and the placed EP run")
+pred = {l["layer"]: (l["local"], l["intra_machine"], l["cross_machine"]) for l in json.load(open("predicted.json"))["layers"]}
+seen = {}
+lines = open("ep.out").read().split("traffic per MoE layer")[1].splitlines()[2:]
+for line in lines:
+    f = line.split()
+    if not f or f[0] == "total":
+        break
+    seen[int(f[0])] = (int(f[1]), int(f[2]), int(f[3]))
+print("layer: predicted (local, intra, cross) vs --stats")
+for layer in sorted(pred):
+    print(f"  {layer}: {pred[layer]} vs {seen.get(layer)}")
+if pred != seen:
+    sys.exit("FAIL: --stats traffic differs from place evaluate's prediction")
+print("ok")
+PY
