@@ -33,7 +33,7 @@ struct GenerateFlags {
   std::string placement;
   bool stats = false;
   double timeout = 120.0;
-  int kill_rank = -1, kill_step = -1;
+  int kill_rank = -1, kill_step = -1, fail_load_rank = -1;
 };
 
 StatusOr<std::vector<int32_t>> ParseIds(const std::string& text, size_t idx) {
@@ -69,7 +69,8 @@ Status RunDistributed(const GenerateFlags& f, const std::string& dir, const std:
   ASSIGN_OR_RETURN(auto mpi, comm::MpiWorld::Init(nullptr, nullptr, {.timeout_seconds = f.timeout}));
   EpRunOptions eo{.model_dir = dir, .prompts = prompts, .generate = opt, .tp = f.tp, .ranks_per_node = f.ranks_per_node,
                   .a2a = f.a2a == "padded" ? comm::A2aMode::kPadded : comm::A2aMode::kSparse,
-                  .placement_path = f.placement, .threads = f.threads, .kill_rank = f.kill_rank, .kill_step = f.kill_step};
+                  .placement_path = f.placement, .threads = f.threads, .kill_rank = f.kill_rank, .kill_step = f.kill_step,
+                  .fail_load_rank = f.fail_load_rank};
   EpRunResult res;
   EpError err = RunEpGenerate(*mpi, eo, &res);
   const int rank = mpi->world().rank();
@@ -191,6 +192,7 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--timeout", f->timeout, "seconds a rank waits for its peers before giving up")->group(ep)->capture_default_str();
   cmd->add_option("--fault-kill-rank", f->kill_rank)->group("");  // tests: that rank SIGKILLs itself
   cmd->add_option("--fault-kill-step", f->kill_step)->group("");
+  cmd->add_option("--fault-fail-load-rank", f->fail_load_rank)->group("");  // tests: that rank fails to load
   cmd->callback([f, &ctx] {
     Status st = Run(*f);
     if (st.ok()) return;

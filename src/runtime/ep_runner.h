@@ -26,6 +26,8 @@ struct EpRunOptions {
   int threads = 0;             // 0: cores / ranks on this machine
   // Fault injection for tests: rank `kill_rank` kills itself (SIGKILL) before step `kill_step`.
   int kill_rank = -1, kill_step = -1;
+  // Fault injection for tests: rank `fail_load_rank` reports a load failure.
+  int fail_load_rank = -1;
 };
 
 struct EpRunResult {  // filled on rank 0 only

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Impossible layouts are one clear error (printed once, by rank 0) and exit code 1 on every rank.
+# Impossible layouts, and a rank that fails to load, are one clear error (printed once, by rank 0,
+# naming the rank at fault) and exit code 1 on every rank.
 # Usage: bad_layout_test.sh EPSERVE WORKDIR
 set -uo pipefail
 EPSERVE=$1 WORK=$2
@@ -25,4 +26,5 @@ check 3 "--tp 3 does not divide the model.s 4 attention heads" --tp 3
 check 4 "DP group 0 (ranks 0-1) would span machines 0 and 1" --tp 2 --ranks-per-node 1
 check 4 "--ranks-per-node 3 does not divide -np 4" --ranks-per-node 3
 check 2 "placement.json: cannot open\|placement.json" --placement "$WORK/placement.json"
+check 4 "rank 2: .*injected load failure" --fault-fail-load-rank 2
 exit $fail
