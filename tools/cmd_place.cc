@@ -66,6 +66,7 @@ struct StrategyFlags {
   std::string eplb_mode = "auto";
   int expert_groups = 0;
   bool no_replication = false;
+  bool no_machine_replication = false;
   std::string machine_grouping = "nonuniform";
   double r = -1;
   uint64_t seed = 1;
@@ -112,6 +113,9 @@ void AddStrategyOptions(CLI::App* cmd, StrategyFlags* f) {
       ->capture_default_str();
   cmd->add_flag("--no-replication", f->no_replication,
                 "grace: no hot-expert copies; eplb: no redundant copies");
+  cmd->add_flag("--no-machine-replication", f->no_machine_replication,
+                "grace: skip the machine-level replication step (copies of the heaviest "
+                "machine's hot experts on the other machines); only the heaviest rank's");
   cmd->add_option("--r", f->r, "grace: fixed non-uniformity ratio r instead of the knee");
   cmd->add_option("--machine-grouping", f->machine_grouping,
                   "grace: nonuniform (SPEC §8: fully non-uniform over machines) | controlled "
@@ -146,6 +150,7 @@ GraceOptions MakeGraceOptions(const StrategyFlags& f) {
   GraceOptions g;
   g.fixed_r = f.r;
   g.replication = !f.no_replication;
+  g.machine_replication = !f.no_machine_replication;
   g.seed = f.seed;
   g.machine_grouping = f.machine_grouping == "controlled" ? MachineGrouping::kControlled
                                                           : MachineGrouping::kNonUniform;

@@ -28,6 +28,8 @@ StatusOr<VariantSpec> ParseVariant(const std::string& name) {
       spec.place.eplb.mode = EplbMode::kGlobal;
     } else if (strategy == Strategy::kGrace && s == "norep") {
       spec.place.grace.replication = false;
+    } else if (strategy == Strategy::kGrace && s == "nomrep") {
+      spec.place.grace.machine_replication = false;
     } else if (strategy == Strategy::kGrace && s == "mknee") {
       spec.place.grace.machine_grouping = MachineGrouping::kControlled;
     } else {
@@ -38,8 +40,9 @@ StatusOr<VariantSpec> ParseVariant(const std::string& name) {
 }
 
 std::vector<std::string> AllVariants() {
-  return {"contiguous",  "eplb+hierarchical", "eplb+global", "eplb+global+topo",
-          "grace+norep", "grace+wrr",         "grace"};
+  // "grace" comes before "grace+nomrep", so eplb is matched to the full method's copies.
+  return {"contiguous", "eplb+hierarchical", "eplb+global", "eplb+global+topo", "grace+norep",
+          "grace+wrr",  "grace",             "grace+nomrep"};
 }
 
 StatusOr<std::vector<CompareRow>> Compare(const Trace& profile, const Trace& holdout,
@@ -53,6 +56,8 @@ StatusOr<std::vector<CompareRow>> Compare(const Trace& profile, const Trace& hol
     spec.place.num_threads = options.num_threads;
     spec.place.grace = options.grace;
     spec.place.grace.replication = parsed.grace.replication && options.grace.replication;
+    spec.place.grace.machine_replication =
+        parsed.grace.machine_replication && options.grace.machine_replication;
     if (parsed.grace.machine_grouping != MachineGrouping::kNonUniform) {
       spec.place.grace.machine_grouping = parsed.grace.machine_grouping;
     }

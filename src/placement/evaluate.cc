@@ -8,6 +8,7 @@
 
 #include "base/thread_pool.h"
 #include "placement/router.h"
+#include "placement/token_key.h"
 
 namespace epserve::placement {
 namespace {
@@ -94,8 +95,10 @@ LayerEvaluation EvaluateLayer(const LayerJob& job) {
     dest_ranks.clear();
     dest_nodes.clear();
     for (int i = 0; i < k; ++i) {
-      const int d =
-          job.router.PickRank(job.placement_layer, experts[i], src, static_cast<uint64_t>(t));
+      // The engine keys copies by (sequence, position) too, so a replay of an engine trace
+      // picks exactly the copies the engine picked.
+      const int d = job.router.PickRank(job.placement_layer, experts[i], src,
+                                        TokenKey(job.trace.sequence_id(t), job.trace.position(t)));
       ++c.expert_tokens[static_cast<size_t>(d) * n + experts[i]];
       rank_load[d] += 1;
       if (std::find(dest_ranks.begin(), dest_ranks.end(), d) == dest_ranks.end()) {

@@ -17,13 +17,23 @@ int ReplicaCount(double w_max, double w_mean, int num_ranks) {
 
 ReplicationPlan PlanReplication(const std::vector<std::vector<int>>& rank_experts,
                                 const std::vector<double>& expert_load, int max_extra_copies) {
-  const int num_ranks = static_cast<int>(rank_experts.size());
+  std::vector<std::vector<std::pair<int, double>>> shares(rank_experts.size());
+  for (size_t r = 0; r < rank_experts.size(); ++r) {
+    for (int e : rank_experts[r]) shares[r].emplace_back(e, expert_load[e]);
+  }
+  return PlanReplicationOnShares(shares, max_extra_copies);
+}
+
+ReplicationPlan PlanReplicationOnShares(
+    const std::vector<std::vector<std::pair<int, double>>>& rank_shares, int max_extra_copies) {
+  const int num_ranks = static_cast<int>(rank_shares.size());
   ReplicationPlan plan;
   std::vector<double> w(num_ranks, 0.0);
   for (int r = 0; r < num_ranks; ++r) {
-    for (int e : rank_experts[r]) w[r] += expert_load[e];
+    for (const auto& [e, share] : rank_shares[r]) w[r] += share;
   }
   plan.predicted_load = w;
+  plan.rank_shares = rank_shares;
   const double total = std::accumulate(w.begin(), w.end(), 0.0);
   if (num_ranks < 2 || !(total > 0)) return plan;
   const int heaviest = static_cast<int>(std::max_element(w.begin(), w.end()) - w.begin());
@@ -33,7 +43,92 @@ ReplicationPlan PlanReplication(const std::vector<std::vector<int>>& rank_expert
   int num_replicas = ReplicaCount(w_max, w_mean, num_ranks);
   if (max_extra_copies > 0) num_replicas = std::min(num_replicas, max_extra_copies);
 
-  std::vector<int> candidates = rank_experts[heaviest];
+  std::vector<std::pair<int, double>> candidates = rank_shares[heaviest];
+  std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
+    return a.second > b.second || (a.second == b.second && a.first < b.first);
+  });
+  const double threshold = w_max * num_replicas / (1.0 + num_replicas);
+  double covered = 0;
+  std::vector<double> hot_share;
+  for (const auto& [e, share] : candidates) {
+    if (covered >= threshold && !plan.hot_experts.empty()) break;
+    if (!(share > 0)) break;
+    plan.hot_experts.push_back(e);
+    hot_share.push_back(share);
+    covered += share;
+  }
+  if (max_extra_copies > 0) {
+    const size_t fit = static_cast<size_t>(max_extra_copies / num_replicas);
+    if (plan.hot_experts.size() > fit) {
+      plan.hot_experts.resize(fit);
+      hot_share.resize(fit);
+    }
+  }
+  if (plan.hot_experts.empty()) return plan;
+
+  std::vector<int> others;
+  for (int r = 0; r < num_ranks; ++r) {
+    if (r != heaviest) others.push_back(r);
+  }
+  std::stable_sort(others.begin(), others.end(), [&](int a, int b) { return w[a] < w[b]; });
+  plan.target_ranks.assign(others.begin(), others.begin() + num_replicas);
+  plan.heaviest_rank = heaviest;
+  plan.num_replicas = num_replicas;
+  for (size_t i = 0; i < plan.hot_experts.size(); ++i) {
+    const int e = plan.hot_experts[i];
+    std::vector<int> targets;
+    for (int t : plan.target_ranks) {
+      bool holds = false;
+      for (const auto& [x, share] : rank_shares[t]) holds |= x == e;
+      if (!holds) targets.push_back(t);
+    }
+    const double part = hot_share[i] / (static_cast<double>(targets.size()) + 1);
+    plan.predicted_load[heaviest] -= hot_share[i] - part;
+    for (auto& [x, share] : plan.rank_shares[heaviest]) {
+      if (x == e) share = part;
+    }
+    for (int t : targets) {
+      plan.predicted_load[t] += part;
+      plan.rank_shares[t].emplace_back(e, part);
+    }
+  }
+  return plan;
+}
+
+MachineReplicationPlan PlanMachineReplication(const Topology& topology,
+                                              const std::vector<std::vector<int>>& rank_experts,
+                                              const std::vector<double>& expert_load,
+                                              int max_extra_copies) {
+  const int num_nodes = topology.num_nodes;
+  const int per_node = topology.ranks_per_node;
+  MachineReplicationPlan plan;
+  plan.rank_shares.resize(rank_experts.size());
+  std::vector<double> w(rank_experts.size(), 0.0);
+  std::vector<double> node_load(num_nodes, 0.0);
+  std::vector<int> home(expert_load.size(), -1);
+  for (size_t r = 0; r < rank_experts.size(); ++r) {
+    for (int e : rank_experts[r]) {
+      plan.rank_shares[r].emplace_back(e, expert_load[e]);
+      w[r] += expert_load[e];
+      node_load[topology.NodeOf(static_cast<int>(r))] += expert_load[e];
+      home[e] = static_cast<int>(r);
+    }
+  }
+  plan.predicted_node_load = node_load;
+  const double total = std::accumulate(node_load.begin(), node_load.end(), 0.0);
+  if (num_nodes < 2 || !(total > 0)) return plan;
+  const int heaviest =
+      static_cast<int>(std::max_element(node_load.begin(), node_load.end()) - node_load.begin());
+  const double w_max = node_load[heaviest];
+  const double w_mean = total / num_nodes;
+  plan.rho = w_max / w_mean;
+  int num_replicas = ReplicaCount(w_max, w_mean, num_nodes);
+  if (max_extra_copies > 0) num_replicas = std::min(num_replicas, max_extra_copies);
+
+  std::vector<int> candidates;
+  for (int r = heaviest * per_node; r < (heaviest + 1) * per_node; ++r) {
+    candidates.insert(candidates.end(), rank_experts[r].begin(), rank_experts[r].end());
+  }
   std::stable_sort(candidates.begin(), candidates.end(), [&](int a, int b) {
     return expert_load[a] > expert_load[b] || (expert_load[a] == expert_load[b] && a < b);
   });
@@ -52,18 +147,36 @@ ReplicationPlan PlanReplication(const std::vector<std::vector<int>>& rank_expert
   if (plan.hot_experts.empty()) return plan;
 
   std::vector<int> others;
-  for (int r = 0; r < num_ranks; ++r) {
-    if (r != heaviest) others.push_back(r);
+  for (int m = 0; m < num_nodes; ++m) {
+    if (m != heaviest) others.push_back(m);
   }
-  std::stable_sort(others.begin(), others.end(), [&](int a, int b) { return w[a] < w[b]; });
-  plan.target_ranks.assign(others.begin(), others.begin() + num_replicas);
-  plan.heaviest_rank = heaviest;
+  std::stable_sort(others.begin(), others.end(),
+                   [&](int a, int b) { return node_load[a] < node_load[b]; });
+  plan.target_nodes.assign(others.begin(), others.begin() + num_replicas);
+  plan.heaviest_node = heaviest;
   plan.num_replicas = num_replicas;
   double w_r = 0;
-  for (int e : plan.hot_experts) w_r += expert_load[e];
-  const double share = w_r / (num_replicas + 1);
-  plan.predicted_load[heaviest] = w_max - w_r + share;
-  for (int t : plan.target_ranks) plan.predicted_load[t] += share;
+  for (int e : plan.hot_experts) {
+    const double part = expert_load[e] / (num_replicas + 1);
+    w_r += expert_load[e];
+    const int h = home[e];
+    w[h] -= expert_load[e] - part;
+    for (auto& [x, share] : plan.rank_shares[h]) {
+      if (x == e) share = part;
+    }
+    for (int t : plan.target_nodes) {
+      int best = t * per_node;
+      for (int r = t * per_node + 1; r < (t + 1) * per_node; ++r) {
+        if (w[r] < w[best]) best = r;
+      }
+      w[best] += part;
+      plan.rank_shares[best].emplace_back(e, part);
+      plan.copies.emplace_back(e, best);
+    }
+  }
+  const double part_total = w_r / (num_replicas + 1);
+  plan.predicted_node_load[heaviest] = w_max - w_r + part_total;
+  for (int t : plan.target_nodes) plan.predicted_node_load[t] += part_total;
   return plan;
 }
 
@@ -145,17 +258,53 @@ StatusOr<GraceLayerResult> PlaceGraceLayer(const LayerProfile& profile, const To
     for (int e : rank_experts[r]) layer.copies[e].push_back(ExpertCopy{.rank = r, .weight = 1.0});
   }
   if (options.replication) {
-    report.replication = PlanReplication(rank_experts, profile.load, options.max_extra_copies);
-    const ReplicationPlan& plan = report.replication;
-    for (int e : plan.hot_experts) {
-      layer.copies[e][0].weight = 1.0 / plan.predicted_load[plan.heaviest_rank];
-      for (int t : plan.target_ranks) {
-        layer.slots[t].push_back(e);
-        layer.copies[e].push_back(ExpertCopy{.rank = t, .weight = 1.0 / plan.predicted_load[t]});
+    // Machine level, then rank level on the loads the machine-level copies leave.
+    std::vector<std::vector<std::pair<int, double>>> shares(topology.num_ranks());
+    for (int r = 0; r < topology.num_ranks(); ++r) {
+      for (int e : rank_experts[r]) shares[r].emplace_back(e, profile.load[e]);
+    }
+    int budget = options.max_extra_copies;
+    if (options.machine_replication) {
+      report.machine_replication =
+          PlanMachineReplication(topology, rank_experts, profile.load, budget);
+      const MachineReplicationPlan& mplan = report.machine_replication;
+      for (const auto& [e, rank] : mplan.copies) {
+        layer.slots[rank].push_back(e);
+        layer.copies[e].push_back(ExpertCopy{.rank = rank, .weight = 1.0});
       }
+      shares = mplan.rank_shares;
+      if (budget > 0) {
+        budget -= static_cast<int>(mplan.copies.size());
+        if (budget <= 0) budget = -1;  // spent: no rank-level copies
+      }
+    }
+    if (budget >= 0) {
+      report.replication = PlanReplicationOnShares(shares, budget);
+      const ReplicationPlan& plan = report.replication;
+      for (int e : plan.hot_experts) {
+        for (int t : plan.target_ranks) {
+          bool holds = false;
+          for (const ExpertCopy& c : layer.copies[e]) holds |= c.rank == t;
+          if (holds) continue;
+          layer.slots[t].push_back(e);
+          layer.copies[e].push_back(ExpertCopy{.rank = t, .weight = 1.0});
+        }
+      }
+      shares = plan.rank_shares;
+    }
+    // Routing weights: inversely proportional to the predicted load of each copy's rank.
+    std::vector<double> predicted(topology.num_ranks(), 0.0);
+    for (int r = 0; r < topology.num_ranks(); ++r) {
+      for (const auto& [e, share] : shares[r]) predicted[r] += share;
+    }
+    for (auto& copies : layer.copies) {
+      if (copies.size() < 2) continue;
       double sum = 0;
-      for (const ExpertCopy& c : layer.copies[e]) sum += c.weight;
-      for (ExpertCopy& c : layer.copies[e]) c.weight /= sum;
+      for (ExpertCopy& c : copies) {
+        c.weight = predicted[c.rank] > 0 ? 1.0 / predicted[c.rank] : 1.0;
+        sum += c.weight;
+      }
+      for (ExpertCopy& c : copies) c.weight /= sum;
     }
   }
   return result;

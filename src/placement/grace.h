@@ -1,9 +1,12 @@
 // GRACE-MoE placement of one layer (SPEC §8): hierarchical affinity grouping (machines fully
-// non-uniform, ranks controlled with r at the knee), then load-skew-driven replication of the hot
-// experts of the heaviest rank, with routing weights from the predicted loads.
+// non-uniform, ranks controlled with r at the knee), then load-skew-driven replication, applied
+// like the grouping at both levels of the hierarchy: the hot experts of the heaviest machine are
+// copied to the least-loaded ranks of the least-loaded machines, then the hot experts of the
+// heaviest rank to the least-loaded ranks; routing weights follow from the predicted loads.
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -28,6 +31,10 @@ struct GraceOptions {
   double fixed_r = -1;
   // Replicate hot experts (step 5); false leaves one copy per expert.
   bool replication = true;
+  // Step 5 at the machine level first (with `replication`): the fully non-uniform machine split
+  // leaves one machine with most of the load, so its hot experts get copies on the other
+  // machines (PlanMachineReplication). false: only the rank-level step of SPEC §8.
+  bool machine_replication = true;
   // > 0: at most this many extra copies per layer (fewer hot experts, then fewer replicas).
   int max_extra_copies = 0;
   uint64_t seed = 1;
@@ -44,6 +51,8 @@ struct ReplicationPlan {
   std::vector<int> hot_experts;        // heaviest first
   std::vector<int> target_ranks;       // the least-loaded ranks, which receive the copies
   std::vector<double> predicted_load;  // W' per rank after replication
+  // Per rank, (expert, predicted load it brings) after replication (PlanReplicationOnShares).
+  std::vector<std::vector<std::pair<int, double>>> rank_shares;
 };
 
 // Step 5 on rank loads: `rank_experts[r]` are the experts of rank r, `expert_load[e]` their
@@ -52,6 +61,37 @@ struct ReplicationPlan {
 // W'_max = W_max - W_r + W_r / (n + 1), W'_i = W_i + W_r / (n + 1) on the targets.
 ReplicationPlan PlanReplication(const std::vector<std::vector<int>>& rank_experts,
                                 const std::vector<double>& expert_load, int max_extra_copies);
+
+// The same step on predicted loads: `rank_shares[r]` lists (expert, load it is predicted to
+// bring to rank r) for every copy on r, e.g. after an earlier replication step. Hot experts are
+// ranked by their share on the heaviest rank; a target rank that already holds a hot expert
+// gets no second copy of it (and no share of its load).
+ReplicationPlan PlanReplicationOnShares(
+    const std::vector<std::vector<std::pair<int, double>>>& rank_shares, int max_extra_copies);
+
+// Step 5 one level up (hierarchical replication): the groups are the machines. With machine
+// loads W_m, rho = W_max / W_mean and n = ReplicaCount(W_max, W_mean, num_nodes); the heaviest
+// machine's experts, heaviest first, until they cover W_max * n / (1 + n), each get one copy on
+// each of the n least-loaded other machines. Within a target machine a copy goes to the rank
+// with the lowest predicted load at that moment (hot experts in order, heaviest first), and each
+// copy is predicted to take W_e / (n + 1) (topology-aware routing sends a machine's own tokens
+// to its own copy). Predicted machine loads: W'_max = W_max - W_r + W_r / (n + 1),
+// W'_t = W_t + W_r / (n + 1).
+struct MachineReplicationPlan {
+  int heaviest_node = -1;                   // -1: nothing replicated
+  double rho = 0;                           // W_max / W_mean over machines
+  int num_replicas = 0;                     // machines that receive a copy of each hot expert
+  std::vector<int> hot_experts;             // heaviest first
+  std::vector<int> target_nodes;            // the least-loaded machines
+  std::vector<std::pair<int, int>> copies;  // (expert, rank) of every copy made
+  std::vector<double> predicted_node_load;  // W' per machine
+  // Per rank, (expert, predicted load it brings) for every copy, originals included.
+  std::vector<std::vector<std::pair<int, double>>> rank_shares;
+};
+MachineReplicationPlan PlanMachineReplication(const Topology& topology,
+                                              const std::vector<std::vector<int>>& rank_experts,
+                                              const std::vector<double>& expert_load,
+                                              int max_extra_copies);
 
 struct GraceMachineCurve {
   int node = 0;
@@ -67,6 +107,7 @@ struct GraceLayerReport {
   double machine_affinity_share = 1.0;  // U of the machine-level grouping
   GraceMachineCurve machine_curve;      // with MachineGrouping::kControlled
   std::vector<GraceMachineCurve> curves;
+  MachineReplicationPlan machine_replication;
   ReplicationPlan replication;
 };
 

@@ -131,6 +131,15 @@ std::string FormatGraceReport(const GraceLayerReport& report) {
                     static_cast<int>(i) == c.knee ? "  <- knee" : "");
     }
   }
+  const MachineReplicationPlan& mrep = report.machine_replication;
+  if (mrep.heaviest_node >= 0) {
+    out += Format(
+        "  machine replication: rho %.2f, %d replicas of %zu hot experts of machine %d onto "
+        "machines",
+        mrep.rho, mrep.num_replicas, mrep.hot_experts.size(), mrep.heaviest_node);
+    for (int m : mrep.target_nodes) out += Format(" %d", m);
+    out += "\n";
+  }
   const ReplicationPlan& rep = report.replication;
   if (rep.heaviest_rank >= 0) {
     out += Format("  replication: rho %.2f, %d replicas of %zu hot experts of rank %d onto ranks",
