@@ -4,6 +4,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "kernels/quant_silu.h"
 
 namespace epserve::comm {
 
@@ -77,7 +78,7 @@ Status Dispatcher::StartDispatch(const DispatchInput& in) {
   for (int p = 0; p < P; ++p) {
     uint8_t* rec = send_buf_.data() + sd_[p];
     for (int64_t t : sent_tokens_[p]) {
-      kernels::QuantizeRowFp8(in.x + t * H, H, rec, reinterpret_cast<float*>(rec + H));
+      kernels::QuantizeBlocksFp8(in.x + t * H, H, rec, reinterpret_cast<float*>(rec + H));
       int32_t* ids = reinterpret_cast<int32_t*>(rec + H + 4 * nb);
       float* ws = reinterpret_cast<float*>(ids + K);
       for (int k = 0; k < K; ++k) {
@@ -106,6 +107,7 @@ Status Dispatcher::FinishDispatch(ReceivedRows* out) {
   int64_t total = 0;
   for (int p = 0; p < P; ++p) total += recv_rows_[p];
   out->num_rows = total;
+  out->num_real_rows = 0;
   out->x.resize(total * H);
   out->expert_ids.resize(total * K);
   out->weights.resize(total * K);
@@ -125,6 +127,7 @@ Status Dispatcher::FinishDispatch(ReceivedRows* out) {
       recv_pairs_[p] += ids[k] >= 0 ? 1 : 0;
     }
     real_recv_rows_[p] += any ? 1 : 0;
+    out->num_real_rows += any ? 1 : 0;
     if (any) kernels::DequantizeRowFp8(rec, reinterpret_cast<const float*>(rec + H), H, &out->x[r * H]);
     else std::memset(&out->x[r * H], 0, H * sizeof(float));
   }

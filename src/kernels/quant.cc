@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/quant_silu.h"
 #include "tensor/dtype.h"
 
 namespace epserve::kernels {
@@ -28,7 +29,7 @@ void RoundTripFp8(float* x, int64_t n) {
   float s;
   for (int64_t b = 0; b < n; b += 128) {
     const int64_t len = std::min<int64_t>(128, n - b);
-    QuantizeRowFp8(x + b, len, q, &s);
+    QuantizeBlocksFp8(x + b, len, q, &s);
     DequantizeRowFp8(q, &s, len, x + b);
   }
 }
