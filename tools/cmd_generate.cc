@@ -134,24 +134,21 @@ Status Run(const GenerateFlags& f) {
 
 Status Report(const GenerateFlags& f, const std::vector<std::vector<int32_t>>& tokens, const std::vector<float>& logits,
               int vocab, const Timing& t) {
-  const GenerateResult res{.tokens = tokens, .logits = {}, .prefill_tokens = t.prefill_tokens,
-                           .decode_tokens = t.decode_tokens, .prefill_seconds = t.prefill_seconds,
-                           .decode_seconds = t.decode_seconds};
-  for (size_t s = 0; s < res.tokens.size(); ++s) {
+  for (size_t s = 0; s < tokens.size(); ++s) {
     std::printf("sequence %zu:", s);
-    for (int32_t t : res.tokens[s]) std::printf(" %d", t);
+    for (int32_t id : tokens[s]) std::printf(" %d", id);
     std::printf("\n");
   }
-  std::printf("prefill: %lld tokens in %.3f s (%.1f tokens/s)\n", static_cast<long long>(res.prefill_tokens),
-              res.prefill_seconds, res.prefill_tokens / std::max(res.prefill_seconds, 1e-9));
-  std::printf("decode: %lld tokens in %.3f s (%.1f tokens/s)\n", static_cast<long long>(res.decode_tokens),
-              res.decode_seconds, res.decode_tokens / std::max(res.decode_seconds, 1e-9));
+  std::printf("prefill: %lld tokens in %.3f s (%.1f tokens/s)\n", static_cast<long long>(t.prefill_tokens),
+              t.prefill_seconds, t.prefill_tokens / std::max(t.prefill_seconds, 1e-9));
+  std::printf("decode: %lld tokens in %.3f s (%.1f tokens/s)\n", static_cast<long long>(t.decode_tokens),
+              t.decode_seconds, t.decode_tokens / std::max(t.decode_seconds, 1e-9));
   if (!f.logits_out.empty()) {
     RETURN_IF_ERROR(WriteNpyF32(f.logits_out, {static_cast<int64_t>(tokens.size()), f.max_tokens, vocab}, logits.data()));
   }
   if (!f.tokens_out.empty()) {
     std::ofstream out(f.tokens_out);
-    out << nlohmann::json({{"tokens", res.tokens}}).dump() << "\n";
+    out << nlohmann::json({{"tokens", tokens}}).dump() << "\n";
     if (!out) return Status::IoError(f.tokens_out + ": write failed");
   }
   return Status::Ok();

@@ -42,7 +42,8 @@ struct DispatchInput {
 };
 
 struct ReceivedRows {
-  int64_t num_rows = 0;
+  int64_t num_rows = 0;       // padding rows included (padded mode)
+  int64_t num_real_rows = 0;  // rows carrying at least one expert
   std::vector<float> x;               // [num_rows, hidden], dequantized
   std::vector<int32_t> expert_ids;    // [num_rows, top_k], -1 in unused slots
   std::vector<float> weights;         // [num_rows, top_k]

@@ -47,32 +47,41 @@ Status LocalExperts::Start(const RoutedBatch& batch) {
   return Status::Ok();
 }
 
+ExpertMajorLayout LayoutExpertMajor(const int32_t* expert_ids, int64_t num_pairs, int num_experts) {
+  ExpertMajorLayout l;
+  l.offsets.assign(num_experts + 1, 0);
+  for (int64_t i = 0; i < num_pairs; ++i)
+    if (expert_ids[i] >= 0) l.offsets[expert_ids[i] + 1]++;
+  for (int e = 0; e < num_experts; ++e) l.offsets[e + 1] += l.offsets[e];
+  std::vector<int64_t> fill(l.offsets.begin(), l.offsets.end() - 1);
+  l.pair_row.assign(num_pairs, -1);
+  for (int64_t i = 0; i < num_pairs; ++i)
+    if (expert_ids[i] >= 0) l.pair_row[i] = fill[expert_ids[i]]++;
+  l.group_expert.resize(num_experts);
+  for (int e = 0; e < num_experts; ++e) l.group_expert[e] = e;
+  return l;
+}
+
 Status LocalExperts::Finish(float* out) {
   const RoutedBatch& b = batch_;
   const auto& experts = weights_.layers[b.layer].moe->experts;
   const int num_experts = static_cast<int>(experts.size());
   const int64_t slots = b.num_tokens * b.top_k;
-  // Pack (token, k) slots expert-major.
-  std::vector<int64_t> offsets(num_experts + 1, 0);
-  for (int64_t i = 0; i < slots; ++i) offsets[b.expert_ids[i] + 1]++;
-  for (int e = 0; e < num_experts; ++e) offsets[e + 1] += offsets[e];
-  std::vector<int64_t> fill(offsets.begin(), offsets.end() - 1), slot_row(slots);
+  const ExpertMajorLayout layout = LayoutExpertMajor(b.expert_ids, slots, num_experts);
   packed_x_.resize(slots * b.hidden);
   packed_y_.resize(slots * b.hidden);
   for (int64_t i = 0; i < slots; ++i) {
-    const int64_t row = fill[b.expert_ids[i]]++;
-    slot_row[i] = row;
-    std::memcpy(&packed_x_[row * b.hidden], b.x + (i / b.top_k) * b.hidden, b.hidden * sizeof(float));
-    if (format_ == ExpertInputFormat::kFp8) kernels::RoundTripFp8(&packed_x_[row * b.hidden], b.hidden);
+    float* row = &packed_x_[layout.pair_row[i] * b.hidden];
+    std::memcpy(row, b.x + (i / b.top_k) * b.hidden, b.hidden * sizeof(float));
+    if (format_ == ExpertInputFormat::kFp8) kernels::RoundTripFp8(row, b.hidden);
   }
-  std::vector<int32_t> ids(num_experts);
-  for (int e = 0; e < num_experts; ++e) ids[e] = e;
-  RETURN_IF_ERROR(RunGroupedExperts({.experts = &experts, .group_expert = ids.data(), .offsets = offsets.data(),
-                                     .num_groups = num_experts, .x = packed_x_.data(), .out = packed_y_.data()},
+  RETURN_IF_ERROR(RunGroupedExperts({.experts = &experts, .group_expert = layout.group_expert.data(),
+                                     .offsets = layout.offsets.data(), .num_groups = num_experts,
+                                     .x = packed_x_.data(), .out = packed_y_.data()},
                                     scratch_, pool_));
   // Weighted sum in (token, k) order: deterministic.
   for (int64_t i = 0; i < slots; ++i)
-    kernels::Axpy(b.weights[i], &packed_y_[slot_row[i] * b.hidden], b.hidden, out + (i / b.top_k) * b.hidden);
+    kernels::Axpy(b.weights[i], &packed_y_[layout.pair_row[i] * b.hidden], b.hidden, out + (i / b.top_k) * b.hidden);
   return Status::Ok();
 }
 

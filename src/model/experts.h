@@ -59,6 +59,17 @@ Status RunGroupedExperts(const GroupedExpertsArgs& args, MlpScratch& scratch, Th
 // process can reproduce a distributed run's numbers.
 enum class ExpertInputFormat { kF32, kFp8 };
 
+// Expert-major order of (row, slot) pairs, the input layout of RunGroupedExperts: pairs with an
+// expert id >= 0 are grouped by expert, in pair order within an expert; pair i lands on packed
+// row pair_row[i] (-1 for ids < 0), and expert e owns packed rows [offsets[e], offsets[e + 1]).
+// REQUIRES: every id < num_experts.
+struct ExpertMajorLayout {
+  std::vector<int64_t> offsets;       // [num_experts + 1]
+  std::vector<int64_t> pair_row;      // [num_pairs]
+  std::vector<int32_t> group_expert;  // [num_experts]: 0, 1, ..., for GroupedExpertsArgs
+};
+ExpertMajorLayout LayoutExpertMajor(const int32_t* expert_ids, int64_t num_pairs, int num_experts);
+
 class LocalExperts : public ExpertBackend {
  public:
   LocalExperts(const ModelWeights& weights, ThreadPool& pool, ExpertInputFormat format = ExpertInputFormat::kF32)

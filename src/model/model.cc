@@ -1,8 +1,8 @@
 #include "model/model.h"
 
-#include <chrono>
 #include <cstring>
 
+#include "base/timer.h"
 #include "kernels/gate.h"
 #include "kernels/matmul.h"
 #include "kernels/mla_attention.h"
@@ -10,12 +10,6 @@
 #include "placement/token_key.h"
 
 namespace epserve {
-
-namespace {
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
 
 // Per-step buffers, sized for the current batch (T tokens).
 struct Model::Workspace {
@@ -82,7 +76,7 @@ Status Model::Forward(const ForwardBatch& batch, LatentKvCache& cache, float* lo
   for (int l = 0; l < c.num_hidden_layers; ++l) RETURN_IF_ERROR(RunLayer(l, cache));
 
   // Final norm and LM head on the last token of each chunk.
-  const double t0 = Now();
+  const double t0 = NowSeconds();
   const int64_t num_chunks = static_cast<int64_t>(batch.chunks.size());
   std::vector<float> last(num_chunks * H);
   t = 0;
@@ -91,7 +85,7 @@ Status Model::Forward(const ForwardBatch& batch, LatentKvCache& cache, float* lo
     kernels::RmsNorm(&w.x[(t - 1) * H], weights_.final_norm.data(), H, static_cast<float>(c.rms_norm_eps), &last[i * H]);
   }
   kernels::MatMul({.x = last.data(), .num_rows = num_chunks, .w = weights_.lm_head, .y = logits}, pool_);
-  times_.lm_head += Now() - t0;
+  times_.lm_head += NowSeconds() - t0;
   for (const auto& ch : batch.chunks) cache.set_length(ch.slot, cache.length(ch.slot) + static_cast<int64_t>(ch.tokens.size()));
   return Status::Ok();
 }
@@ -111,9 +105,9 @@ Status Model::RunLayer(int l, LatentKvCache& cache) {
   if (lw.moe) {
     RETURN_IF_ERROR(Moe(l));
   } else {
-    const double t0 = Now();
+    const double t0 = NowSeconds();
     RunMlp(lw.dense, w.xn.data(), w.T, w.ffn_out.data(), w.mlp, pool_);
-    times_.gemm += Now() - t0;
+    times_.gemm += NowSeconds() - t0;
   }
   for (int64_t i = 0; i < w.T * H; ++i) w.x[i] += w.ffn_out[i];
   return Status::Ok();
@@ -129,7 +123,7 @@ Status Model::Attention(int l, LatentKvCache& cache) {
   const int L = c.kv_lora_rank, R = c.qk_rope_head_dim;
   const int nope = c.qk_nope_head_dim, qhd = c.qk_head_dim(), vd = c.v_head_dim, row = c.kv_a_dim();
   const float eps = static_cast<float>(c.rms_norm_eps);
-  double t0 = Now();
+  double t0 = NowSeconds();
   // Projections.
   w.q.resize(T * heads * qhd);
   if (c.q_lora_rank > 0) {
@@ -171,8 +165,8 @@ Status Model::Attention(int l, LatentKvCache& cache) {
                       .y_stride = static_cast<int64_t>(heads) * L},
                      pool_);
   }
-  times_.gemm += Now() - t0;
-  t0 = Now();
+  times_.gemm += NowSeconds() - t0;
+  t0 = NowSeconds();
   int64_t max_len = 0;
   for (int64_t t = 0; t < T; ++t) max_len = std::max(max_len, w.token_pos[t] + 1);
   w.attn_scratch.resize(pool_.num_threads() * max_len);
@@ -182,8 +176,8 @@ Status Model::Attention(int l, LatentKvCache& cache) {
                          .softmax_scale = static_cast<float>(c.SoftmaxScale()), .out = w.o_lat.data(),
                          .scratch = w.attn_scratch.data(), .scratch_per_thread = max_len},
                         pool_);
-  times_.attention += Now() - t0;
-  t0 = Now();
+  times_.attention += NowSeconds() - t0;
+  t0 = NowSeconds();
   // Values: W_uv per head on the latent output, then the output projection.
   w.o.resize(T * heads * vd);
   for (int h = 0; h < heads; ++h) {
@@ -192,11 +186,11 @@ Status Model::Attention(int l, LatentKvCache& cache) {
                      .y_stride = static_cast<int64_t>(heads) * vd},
                     pool_);
   }
-  times_.gemm += Now() - t0;
+  times_.gemm += NowSeconds() - t0;
   const float* o_all = w.o.data();
   if (tp_.size > 1) {
     // Gather every rank's heads, then put them back in head order per token.
-    t0 = Now();
+    t0 = NowSeconds();
     const int64_t mine = T * heads * vd;
     w.o_gather.resize(mine * tp_.size);
     RETURN_IF_ERROR(tp_.group->AllGather(w.o.data(), mine * sizeof(float), w.o_gather.data()));
@@ -206,12 +200,12 @@ Status Model::Attention(int l, LatentKvCache& cache) {
         std::memcpy(&w.o_full[(t * all_heads + r * heads) * vd], &w.o_gather[r * mine + t * heads * vd],
                     heads * vd * sizeof(float));
     o_all = w.o_full.data();
-    times_.tp_comm += Now() - t0;
+    times_.tp_comm += NowSeconds() - t0;
   }
-  t0 = Now();
+  t0 = NowSeconds();
   w.attn_out.resize(T * c.hidden_size);
   kernels::MatMul({.x = o_all, .num_rows = T, .w = a.o, .y = w.attn_out.data()}, pool_);
-  times_.gemm += Now() - t0;
+  times_.gemm += NowSeconds() - t0;
   return Status::Ok();
 }
 
@@ -221,7 +215,7 @@ Status Model::Moe(int l) {
   const MoeWeights& m = *weights_.layers[l].moe;
   const int64_t T = w.T;
   const int E = c.n_routed_experts, K = c.num_experts_per_tok;
-  double t0 = Now();
+  double t0 = NowSeconds();
   w.router_logits.resize(T * E);
   kernels::MatMul({.x = w.xn.data(), .num_rows = T, .w = m.router, .y = w.router_logits.data()}, pool_);
   w.gate_scratch.resize(2 * E);
@@ -234,26 +228,26 @@ Status Model::Moe(int l) {
   if (route_observer_)
     route_observer_({.layer = l, .num_tokens = T, .top_k = K, .expert_ids = w.expert_ids.data(),
                      .weights = w.weights.data(), .sequence_ids = w.token_seq.data(), .positions = w.token_pos.data()});
-  times_.gate += Now() - t0;
+  times_.gate += NowSeconds() - t0;
 
   // With TP each rank of the group takes a contiguous share of the tokens.
   const int H = c.hidden_size;
   const int64_t b = T * tp_.rank / tp_.size, n = T * (tp_.rank + 1) / tp_.size - b;
   // Dispatch overlap: start routing, run the shared expert while tokens travel, then finish.
-  t0 = Now();
+  t0 = NowSeconds();
   RETURN_IF_ERROR(experts_->Start({.layer = l, .num_tokens = n, .hidden = H, .top_k = K, .x = &w.xn[b * H],
                                    .expert_ids = &w.expert_ids[b * K], .weights = &w.weights[b * K],
                                    .token_keys = &w.token_key[b]}));
-  double t1 = Now();
+  double t1 = NowSeconds();
   if (!m.shared.empty()) RunMlp(m.shared, &w.xn[b * H], n, &w.ffn_out[b * H], w.mlp, pool_);
-  double t2 = Now();
+  double t2 = NowSeconds();
   times_.shared_expert += t2 - t1;
   RETURN_IF_ERROR(experts_->Finish(&w.ffn_out[b * H]));
-  times_.routed_experts += (Now() - t2) + (t1 - t0);
+  times_.routed_experts += (NowSeconds() - t2) + (t1 - t0);
   if (tp_.size > 1) {
-    t0 = Now();
+    t0 = NowSeconds();
     RETURN_IF_ERROR(tp_.group->AllReduceSum(w.ffn_out.data(), T * H));
-    times_.tp_comm += Now() - t0;
+    times_.tp_comm += NowSeconds() - t0;
   }
   return Status::Ok();
 }

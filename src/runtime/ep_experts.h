@@ -11,6 +11,7 @@
 
 #include "base/thread_pool.h"
 #include "comm/dispatch.h"
+#include "model/config.h"
 #include "model/experts.h"
 #include "placement/placement.h"
 #include "placement/router.h"
@@ -57,16 +58,6 @@ class EpExperts : public ExpertBackend {
 
 // Default placement: contiguous equal slices of every MoE layer's experts (the first
 // n % ranks ranks get one more), topology-aware routing among copies.
-struct ContiguousPlacementOptions {
-  int num_layers = 0;
-  int first_moe_layer = 0;
-  int num_experts = 0;
-  int top_k = 0;
-  int hidden_size = 0;
-  int moe_intermediate_size = 0;
-  int num_ranks = 1;
-  int ranks_per_node = 1;
-};
-placement::Placement ContiguousPlacement(const ContiguousPlacementOptions& options);
+placement::Placement ContiguousPlacement(const ModelConfig& config, int num_ranks, int ranks_per_node);
 
 }  // namespace epserve

@@ -102,13 +102,7 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
   if (Status agreed = Agree(world, st); !agreed.ok()) return {agreed, true};
   if (Status s = CheckLayout(o, n, node_of, config); !s.ok()) return {s, true};
 
-  int first_moe = 0;
-  while (first_moe < config.num_hidden_layers && !config.IsMoeLayer(first_moe)) ++first_moe;
-  placement::Placement plan = ContiguousPlacement({.num_layers = config.num_hidden_layers, .first_moe_layer = first_moe,
-                                                   .num_experts = config.n_routed_experts,
-                                                   .top_k = config.num_experts_per_tok, .hidden_size = config.hidden_size,
-                                                   .moe_intermediate_size = config.moe_intermediate_size,
-                                                   .num_ranks = n, .ranks_per_node = rpn});
+  placement::Placement plan = ContiguousPlacement(config, n, rpn);
   if (!o.placement_path.empty()) {
     auto loaded = placement::LoadPlacement(o.placement_path);
     if (!loaded.ok()) return {loaded.status(), true};
@@ -120,8 +114,8 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
     if (plan.model.num_experts != config.n_routed_experts)
       return {Status::InvalidArgument(o.placement_path + ": placement has " + std::to_string(plan.model.num_experts) +
                                       " experts per layer, the model " + std::to_string(config.n_routed_experts)), true};
-    for (int l = first_moe; l < config.num_hidden_layers; ++l)
-      if (plan.LayerIndex(l) < 0)
+    for (int l = 0; l < config.num_hidden_layers; ++l)
+      if (config.IsMoeLayer(l) && plan.LayerIndex(l) < 0)
         return {Status::InvalidArgument(o.placement_path + ": no placement for MoE layer " + std::to_string(l)), true};
   }
   auto router = placement::Router::Create(plan, plan.routing);
@@ -129,8 +123,9 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
 
   // Load only this rank's experts; agree that every rank loaded.
   std::vector<std::set<int>> mine(config.num_hidden_layers);
-  for (int l = first_moe; l < config.num_hidden_layers; ++l)
-    for (int e : plan.layers[plan.LayerIndex(l)].slots[me]) mine[l].insert(e);
+  for (int l = 0; l < config.num_hidden_layers; ++l)
+    if (config.IsMoeLayer(l))
+      for (int e : plan.layers[plan.LayerIndex(l)].slots[me]) mine[l].insert(e);
   LoadOptions lo{.want_expert = [&mine](int l, int e) { return l < static_cast<int>(mine.size()) && mine[l].count(e) > 0; }};
   auto lm = LoadModel(o.model_dir, lo);
   if (me == o.fail_load_rank) lm = Status::IoError(o.model_dir + ": injected load failure (--fault-fail-load-rank)");

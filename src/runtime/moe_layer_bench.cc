@@ -1,10 +1,10 @@
 #include "runtime/moe_layer_bench.h"
 
 #include <algorithm>
-#include <chrono>
 #include <random>
 #include <set>
 
+#include "base/timer.h"
 #include "kernels/gate.h"
 #include "kernels/matmul.h"
 #include "placement/router.h"
@@ -14,10 +14,6 @@
 namespace epserve {
 
 namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 struct ModeResult {
   double bytes = 0, remote_bytes = 0, ms = 0;
@@ -31,18 +27,13 @@ StatusOr<std::vector<MoeLayerBenchRow>> RunMoeLayerBench(comm::MpiWorld& mpi, co
   ASSIGN_OR_RETURN(std::string text, ReadTextFile(o.model_dir + "/config.json"));
   ASSIGN_OR_RETURN(ModelConfig c, ModelConfig::Parse(text, o.model_dir + "/config.json"));
   if (n > c.n_routed_experts) return Status::InvalidArgument("more ranks than routed experts");
-  int layer = 0;
-  while (layer < c.num_hidden_layers && !c.IsMoeLayer(layer)) ++layer;
-  if (layer == c.num_hidden_layers) return Status::InvalidArgument(o.model_dir + ": model has no MoE layer");
   int rpn = o.ranks_per_node > 0 ? o.ranks_per_node : n / mpi.num_nodes();
   if (rpn <= 0 || n % rpn) return Status::InvalidArgument("--ranks-per-node must divide the number of ranks");
   std::vector<int> node_of(n);
   for (int r = 0; r < n; ++r) node_of[r] = r / rpn;
-  placement::Placement plan = ContiguousPlacement({.num_layers = c.num_hidden_layers, .first_moe_layer = layer,
-                                                   .num_experts = c.n_routed_experts, .top_k = c.num_experts_per_tok,
-                                                   .hidden_size = c.hidden_size,
-                                                   .moe_intermediate_size = c.moe_intermediate_size,
-                                                   .num_ranks = n, .ranks_per_node = rpn});
+  placement::Placement plan = ContiguousPlacement(c, n, rpn);
+  if (plan.layers.empty()) return Status::InvalidArgument(o.model_dir + ": model has no MoE layer");
+  const int layer = plan.layers[0].layer_id;  // the first MoE layer
   ASSIGN_OR_RETURN(placement::Router router, placement::Router::Create(plan, plan.routing));
   std::set<int> mine(plan.layers[0].slots[me].begin(), plan.layers[0].slots[me].end());
   ASSIGN_OR_RETURN(auto lm, LoadModel(o.model_dir, {.want_expert = [&](int l, int e) { return l == layer && mine.count(e) > 0; }}));
@@ -67,11 +58,11 @@ StatusOr<std::vector<MoeLayerBenchRow>> RunMoeLayerBench(comm::MpiWorld& mpi, co
     std::vector<double> times;
     for (int rep = 0; rep <= o.repeats; ++rep) {  // rep 0 warms up
       RETURN_IF_ERROR(world.Barrier());
-      const double t0 = Now();
+      const double t0 = NowSeconds();
       RETURN_IF_ERROR(experts.Start({.layer = layer, .num_tokens = tokens, .hidden = H, .top_k = K, .x = x.data(),
                                      .expert_ids = ids.data(), .weights = w.data()}));
       RETURN_IF_ERROR(experts.Finish(out.data()));
-      double dt = Now() - t0;
+      double dt = NowSeconds() - t0;
       // The layer takes as long as its slowest rank.
       int64_t us = static_cast<int64_t>(dt * 1e6);
       RETURN_IF_ERROR(world.AllReduceMax(&us, 1));
