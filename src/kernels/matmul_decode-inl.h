@@ -31,13 +31,16 @@ constexpr int kVecRegs = 16;
 #endif
 
 constexpr int kDecodeMaxRows = 8;
-static_assert(kFp8BlockSize % (HWY_MAX_BYTES / sizeof(float)) == 0, "a vector never straddles an FP8 block");
+static_assert(kFp8BlockSize % (2 * HWY_MAX_BYTES / sizeof(float)) == 0,
+              "a step never straddles an FP8 block");
 
-// Weight rows per tile for kM activation rows: kM * kR accumulators, kR weights, kR scales and
-// one activation vector must fit in the register file.
+// Weight rows per tile for kM activation rows: kM * kR accumulators (twice that when FP8
+// scales are folded, kM <= 2), 2 * kR weights, kR scales and one activation vector must fit in
+// the register file.
 constexpr int DecodeRowTile(int m) {
+  const int acc_per_row = m <= 2 ? 2 * m : m;
   for (int r = 4; r > 1; --r)
-    if (m * r + 2 * r + 1 <= kVecRegs - 1) return r;
+    if (acc_per_row * r + 3 * r + 1 <= kVecRegs) return r;
   return 1;
 }
 
@@ -46,74 +49,129 @@ struct DecodeXTail {
   alignas(64) float v[kDecodeMaxRows][HWY_MAX_BYTES / sizeof(float)];
 };
 
+// FP8 with few rows of x folds the block scale into the accumulation (one FMA per block and
+// output instead of one multiply per weight vector); with more rows, scaling the weights is
+// cheaper. Either way the order of operations per output is fixed.
+template <DType kDType, int kM>
+constexpr bool kFoldScale = kDType == DType::kF8E4M3&& kM <= 2;
+
 template <DType kDType, int kM, int kR, class DF>
 HWY_INLINE void DecodeTile(DF df, const MatMulArgs& a, const DecodeXTail& xt, int64_t n0) {
   using V = hn::Vec<DF>;
+  constexpr bool kFold = kFoldScale<kDType, kM>;
+  constexpr size_t kElem = kDType == DType::kF32 ? 4 : kDType == DType::kBF16 ? 2 : 1;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const int64_t K = a.w.cols;
-  const int64_t k_full = K - K % N;
   WeightRow rows[kR];
-  for (int r = 0; r < kR; ++r) rows[r] = RowOf(a.w, n0 + r);
-  V acc[kM][kR];
+  const uint8_t* next[kR];  // the same columns of the next tile's rows, prefetched as we go
+  for (int r = 0; r < kR; ++r) {
+    rows[r] = RowOf(a.w, n0 + r);
+    next[r] = static_cast<const uint8_t*>(rows[r].data) +
+              std::min<int64_t>(kR, a.w.rows - 1 - n0 - r) * K * kElem;
+  }
+  V acc[kM][kR], total[kM][kR];
   HWY_UNROLL(8)
   for (int m = 0; m < kM; ++m) {
     HWY_UNROLL(4)
-    for (int r = 0; r < kR; ++r) acc[m][r] = hn::Zero(df);
+    for (int r = 0; r < kR; ++r) acc[m][r] = total[m][r] = hn::Zero(df);
   }
   // Every loop over m and r is fully unrolled so the accumulators stay in registers.
   V s[kR];
-  for (int64_t k0 = 0; k0 < k_full; k0 += kFp8BlockSize) {
-    const int64_t k_end = std::min(k_full, k0 + kFp8BlockSize);
+  // Multiplies weight vectors w[r] (+ offset into x) into the accumulators.
+  auto fma_step = [&](const V* w, int64_t k) HWY_ATTR {
+    HWY_UNROLL(8)
+    for (int m = 0; m < kM; ++m) {
+      const V xv = hn::LoadU(df, a.x + m * a.x_stride + k);
+      HWY_UNROLL(4)
+      for (int r = 0; r < kR; ++r) acc[m][r] = hn::MulAdd(xv, w[r], acc[m][r]);
+    }
+  };
+  auto scaled = [&](V w, int r) HWY_ATTR {
+    if constexpr (kDType == DType::kF8E4M3 && !kFold) return hn::Mul(w, s[r]);
+    (void)r;
+    return w;
+  };
+  for (int64_t k0 = 0; k0 < K; k0 += kFp8BlockSize) {
+    const int64_t k_end = std::min(K, k0 + kFp8BlockSize);
     if constexpr (kDType == DType::kF8E4M3) {
       HWY_UNROLL(4)
-      for (int r = 0; r < kR; ++r) s[r] = hn::Set(df, LoadScale<kDType>(rows[r], k0 / kFp8BlockSize));
+      for (int r = 0; r < kR; ++r)
+        s[r] = hn::Set(df, LoadScale<kDType>(rows[r], k0 / kFp8BlockSize));
     }
-    for (int64_t k = k0; k < k_end; k += N) {
-      V w[kR];
+    int64_t k = k0;
+    for (; k + 2 * N <= k_end; k += 2 * N) {  // two vectors per row and step
+      V lo[kR], hi[kR];
       HWY_UNROLL(4)
       for (int r = 0; r < kR; ++r) {
-        w[r] = LoadWeight<kDType>(df, rows[r].data, k);
-        if constexpr (kDType == DType::kF8E4M3) w[r] = hn::Mul(w[r], s[r]);
+        hwy::Prefetch(next[r] + k * kElem);
+        LoadWeight2<kDType>(df, rows[r].data, k, lo[r], hi[r]);
+        lo[r] = scaled(lo[r], r);
+        hi[r] = scaled(hi[r], r);
       }
+      fma_step(lo, k);
+      fma_step(hi, k + N);
+    }
+    for (; k + N <= k_end; k += N) {
+      V w[kR];
+      HWY_UNROLL(4)
+      for (int r = 0; r < kR; ++r) w[r] = scaled(LoadWeight<kDType>(df, rows[r].data, k), r);
+      fma_step(w, k);
+    }
+    if (k < k_end) {  // the last K % N columns: zero-padded weights and x
+      V w[kR];
+      HWY_UNROLL(4)
+      for (int r = 0; r < kR; ++r)
+        w[r] = scaled(LoadWeightTail<kDType>(df, rows[r].data, k, k_end - k), r);
       HWY_UNROLL(8)
       for (int m = 0; m < kM; ++m) {
-        const V xv = hn::LoadU(df, a.x + m * a.x_stride + k);
+        const V xv = hn::Load(df, xt.v[m]);
         HWY_UNROLL(4)
         for (int r = 0; r < kR; ++r) acc[m][r] = hn::MulAdd(xv, w[r], acc[m][r]);
       }
     }
-  }
-  if (k_full < K) {  // the last K % N columns (N divides the FP8 block, so one block)
-    V w[kR];
-    HWY_UNROLL(4)
-    for (int r = 0; r < kR; ++r) {
-      w[r] = LoadWeightTail<kDType>(df, rows[r].data, k_full, K - k_full);
-      if constexpr (kDType == DType::kF8E4M3)
-        w[r] = hn::Mul(w[r], hn::Set(df, LoadScale<kDType>(rows[r], k_full / kFp8BlockSize)));
-    }
-    HWY_UNROLL(8)
-    for (int m = 0; m < kM; ++m) {
-      const V xv = hn::Load(df, xt.v[m]);
-      HWY_UNROLL(4)
-      for (int r = 0; r < kR; ++r) acc[m][r] = hn::MulAdd(xv, w[r], acc[m][r]);
+    if constexpr (kFold) {
+      HWY_UNROLL(8)
+      for (int m = 0; m < kM; ++m) {
+        HWY_UNROLL(4)
+        for (int r = 0; r < kR; ++r) {
+          total[m][r] = hn::MulAdd(acc[m][r], s[r], total[m][r]);
+          acc[m][r] = hn::Zero(df);
+        }
+      }
     }
   }
   HWY_UNROLL(8)
   for (int m = 0; m < kM; ++m) {
     HWY_UNROLL(4)
     for (int r = 0; r < kR; ++r) {
-      const float v = ReduceSumF(df, acc[m][r]);
+      const float v = ReduceSumF(df, kFold ? total[m][r] : acc[m][r]);
       float* y = a.y + m * a.y_stride + n0 + r;
       *y = a.accumulate ? *y + v : v;
     }
   }
 }
 
+// Activation rows copied to vector-aligned storage when they fit: unaligned full-width loads
+// straddle cache lines and halve the throughput once x loads dominate (3+ rows).
+constexpr int64_t kAlignedXFloats = 16 * 1024;        // 64 KB of stack (grouped MLP)
+constexpr int64_t kDecodeAlignedXFloats = 64 * 1024;  // 256 KB of stack: 8 rows of K = 8192
+
 template <DType kDType, int kM, class DF>
-HWY_NOINLINE void DecodeRowsM(DF df, const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
+HWY_NOINLINE void DecodeRowsM(DF df, const MatMulArgs& args, int64_t n_begin, int64_t n_end) {
   constexpr int kR = DecodeRowTile(kM);
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  const int64_t K = a.w.cols;
+  const int64_t K = args.w.cols;
+  MatMulArgs a = args;
+  HWY_ALIGN_MAX float x_aligned[kM >= 3 ? kDecodeAlignedXFloats : 1];
+  const int64_t stride = (K + N - 1) / N * N;
+  const bool aligned = reinterpret_cast<uintptr_t>(a.x) % HWY_MAX_BYTES == 0 &&
+                       (a.x_stride * sizeof(float)) % HWY_MAX_BYTES == 0;
+  if (kM >= 3 && kM * stride <= kDecodeAlignedXFloats && !aligned) {
+    for (int m = 0; m < kM; ++m)
+      std::memcpy(x_aligned + m * stride, a.x + m * a.x_stride, K * sizeof(float));
+    a.x = x_aligned;
+    a.x_stride = stride;
+  }
   DecodeXTail xt;
   const int64_t k_full = K - K % N;
   for (int m = 0; m < kM; ++m) {
@@ -130,14 +188,22 @@ template <DType kDType>
 HWY_INLINE void DecodeRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
   const hn::ScalableTag<float> df;
   switch (a.num_rows) {
-    case 1: return DecodeRowsM<kDType, 1>(df, a, n_begin, n_end);
-    case 2: return DecodeRowsM<kDType, 2>(df, a, n_begin, n_end);
-    case 3: return DecodeRowsM<kDType, 3>(df, a, n_begin, n_end);
-    case 4: return DecodeRowsM<kDType, 4>(df, a, n_begin, n_end);
-    case 5: return DecodeRowsM<kDType, 5>(df, a, n_begin, n_end);
-    case 6: return DecodeRowsM<kDType, 6>(df, a, n_begin, n_end);
-    case 7: return DecodeRowsM<kDType, 7>(df, a, n_begin, n_end);
-    default: return DecodeRowsM<kDType, 8>(df, a, n_begin, n_end);
+    case 1:
+      return DecodeRowsM<kDType, 1>(df, a, n_begin, n_end);
+    case 2:
+      return DecodeRowsM<kDType, 2>(df, a, n_begin, n_end);
+    case 3:
+      return DecodeRowsM<kDType, 3>(df, a, n_begin, n_end);
+    case 4:
+      return DecodeRowsM<kDType, 4>(df, a, n_begin, n_end);
+    case 5:
+      return DecodeRowsM<kDType, 5>(df, a, n_begin, n_end);
+    case 6:
+      return DecodeRowsM<kDType, 6>(df, a, n_begin, n_end);
+    case 7:
+      return DecodeRowsM<kDType, 7>(df, a, n_begin, n_end);
+    default:
+      return DecodeRowsM<kDType, 8>(df, a, n_begin, n_end);
   }
 }
 
