@@ -33,6 +33,12 @@ bool SpinUntil(const Pred& done) {
 
 }  // namespace
 
+int ThreadPool::NumChunks(size_t n, size_t grain, int num_threads) {
+  const size_t units = (n + grain - 1) / grain;
+  return static_cast<int>(
+      std::min<size_t>(units, static_cast<size_t>(num_threads) * kChunksPerThread));
+}
+
 void ThreadPool::ChunkOf(size_t n, size_t grain, int num, int t, size_t* begin, size_t* end) {
   size_t units = (n + grain - 1) / grain;
   size_t per = units / num, extra = units % num;
@@ -42,7 +48,11 @@ void ThreadPool::ChunkOf(size_t n, size_t grain, int num, int t, size_t* begin, 
   *end = std::min(n, ue * grain);
 }
 
-ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+ThreadPool::ThreadPool(int num_threads)
+    : num_threads_(std::max(1, num_threads)),
+      claimed_(new std::atomic<uint64_t>[static_cast<size_t>(num_threads_) * kChunksPerThread]) {
+  for (int c = 0; c < num_threads_ * kChunksPerThread; ++c)
+    claimed_[c].store(0, std::memory_order_relaxed);
   for (int t = 1; t < num_threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
 }
 
@@ -61,6 +71,47 @@ int ThreadPool::DefaultThreads(int local_ranks) {
   return std::max(1, hw / std::max(1, local_ranks));
 }
 
+// generation_ packs (generation << 16 | chunks), so every thread reads the chunk count of the
+// generation it acts on, never a count the caller has already rewritten for the next one.
+namespace {
+constexpr int kChunkBits = 16;
+uint64_t Generation(uint64_t word) { return word >> kChunkBits; }
+int Chunks(uint64_t word) { return static_cast<int>(word & ((uint64_t{1} << kChunkBits) - 1)); }
+}  // namespace
+
+bool ThreadPool::TryRun(int c, int t, uint64_t word) {
+  // A claim succeeds only while its generation is in progress: the caller does not finish (and
+  // rewrite the job) before every chunk of it is claimed, and a thread holding an older
+  // generation finds all of that generation's chunks claimed already. So the job fields read
+  // below belong to this generation.
+  const uint64_t gen = Generation(word);
+  uint64_t prev = claimed_[c].load(std::memory_order_acquire);
+  do {
+    if (prev >= gen) return false;
+  } while (!claimed_[c].compare_exchange_weak(prev, gen, std::memory_order_acq_rel));
+  const int chunks = Chunks(word);
+  size_t b, e;
+  ChunkOf(job_n_, job_grain_, chunks, c, &b, &e);
+  if (b < e) (*job_)(b, e, t);
+  if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_cv_.notify_one();
+  }
+  return true;
+}
+
+void ThreadPool::RunChunks(int t, uint64_t word) {
+  const int chunks = Chunks(word);
+  // Own run first (contiguous, in order), then whatever nobody has started.
+  const int own_begin = static_cast<int>(static_cast<int64_t>(chunks) * t / num_threads_);
+  const int own_end = static_cast<int>(static_cast<int64_t>(chunks) * (t + 1) / num_threads_);
+  for (int c = own_begin; c < own_end; ++c) TryRun(c, t, word);
+  for (int i = 1; i < chunks; ++i) {
+    const int c = (own_end - 1 + i) % chunks;
+    if (c < own_begin || c >= own_end) TryRun(c, t, word);
+  }
+}
+
 void ThreadPool::ParallelFor(size_t n, size_t grain,
                              const std::function<void(size_t, size_t, int)>& fn) {
   if (n == 0) return;
@@ -69,21 +120,23 @@ void ThreadPool::ParallelFor(size_t n, size_t grain,
     fn(0, n, 0);
     return;
   }
+  const int chunks = NumChunks(n, grain, num_threads_);
   job_ = &fn;
   job_n_ = n;
   job_grain_ = grain;
-  pending_.store(num_threads_ - 1, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  const uint64_t word =
+      ((Generation(generation_.load(std::memory_order_relaxed)) + 1) << kChunkBits) |
+      static_cast<uint64_t>(chunks);
   {
-    // Bumping under the mutex: a worker that found no new generation under the lock is
+    // Publishing under the mutex: a worker that found no new generation under the lock is
     // already waiting when notify_all runs, so no wake-up is lost.
     std::lock_guard<std::mutex> lock(mu_);
-    generation_.fetch_add(1, std::memory_order_release);
+    generation_.store(word, std::memory_order_release);
   }
   start_cv_.notify_all();
-  size_t b, e;
-  ChunkOf(n, grain, num_threads_, 0, &b, &e);
-  if (b < e) fn(b, e, 0);
-  auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+  RunChunks(0, word);
+  auto all_done = [this, chunks] { return done_.load(std::memory_order_acquire) == chunks; };
   if (!SpinUntil(all_done)) {
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, all_done);
@@ -95,7 +148,8 @@ void ThreadPool::WorkerLoop(int thread_idx) {
   uint64_t seen = 0;
   for (;;) {
     auto woken = [&] {
-      return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
+      return stop_.load(std::memory_order_acquire) ||
+             generation_.load(std::memory_order_acquire) != seen;
     };
     if (!SpinUntil(woken)) {
       std::unique_lock<std::mutex> lock(mu_);
@@ -103,13 +157,7 @@ void ThreadPool::WorkerLoop(int thread_idx) {
     }
     if (stop_.load(std::memory_order_acquire)) return;
     seen = generation_.load(std::memory_order_acquire);
-    size_t b, e;
-    ChunkOf(job_n_, job_grain_, num_threads_, thread_idx, &b, &e);
-    if (b < e) (*job_)(b, e, thread_idx);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_cv_.notify_one();
-    }
+    RunChunks(thread_idx, seen);
   }
 }
 

@@ -1,12 +1,16 @@
 // A fixed-size pool of worker threads for data-parallel loops.
 // The caller thread takes part in every ParallelFor, so a pool of size 1 has no workers
-// and runs everything inline. Work is split statically into contiguous chunks, so the
-// same call with the same size gives the same split on every run (deterministic results),
-// and thread t always gets the t-th contiguous share: a kernel that splits a weight matrix
-// by rows has every thread stream its own share of it. (On a multi-socket machine, weights
-// first touched by the thread that later streams them land on that thread's NUMA node.)
-// Between calls, workers spin briefly before sleeping, because decode issues hundreds of
-// short loops per step and a futex wake-up per loop would cost more than the loop.
+// and runs everything inline. Work is split statically into contiguous chunks, a few per
+// thread, whose boundaries depend only on (n, grain, num_threads): the same call gives the same
+// split on every run, so kernels whose per-element work does not depend on the split are
+// bit-identical for any thread count. Thread t first runs its own contiguous run of chunks in
+// index order, so a kernel that splits a weight matrix by rows has every thread stream its own
+// share of it (and on a multi-socket machine, weights first touched through the same split
+// land on the node of the thread that streams them). A thread that finishes early takes
+// chunks nobody has started, so a worker that is slow to wake or descheduled on a busy
+// machine delays little. Between calls, workers spin briefly before sleeping, because decode
+// issues hundreds of short loops per step and a futex wake-up per loop would cost more than
+// the loop.
 // Thread safety: ParallelFor may be called from one thread at a time.
 #pragma once
 
@@ -15,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -31,20 +36,30 @@ class ThreadPool {
 
   int num_threads() const { return num_threads_; }
 
-  // Calls fn(begin, end, thread_idx) over disjoint chunks covering [0, n). Chunks are
-  // multiples of `grain` (except the last); thread t gets the t-th chunk in index order.
-  // Returns when all chunks are done.
+  // Calls fn(begin, end, thread_idx) over disjoint chunks covering [0, n); each chunk runs
+  // exactly once. Chunks are multiples of `grain` (except the last). thread_idx < num_threads()
+  // is the thread running the chunk (0: the caller); a thread runs its chunks one after
+  // another, so per-thread scratch indexed by thread_idx is safe. Returns when all are done.
   void ParallelFor(size_t n, size_t grain,
                    const std::function<void(size_t begin, size_t end, int thread_idx)>& fn);
 
   // Threads to use by default: hardware threads divided by ranks on this machine.
   static int DefaultThreads(int local_ranks = 1);
 
-  // The chunk [*begin, *end) that thread t of num gets in ParallelFor(n, grain, ...).
-  static void ChunkOf(size_t n, size_t grain, int num, int t, size_t* begin, size_t* end);
+  // Chunk c of num chunks of [0, n) in units of grain: [*begin, *end).
+  static void ChunkOf(size_t n, size_t grain, int num, int c, size_t* begin, size_t* end);
+  // Chunks a ParallelFor(n, grain) on num_threads threads uses.
+  static int NumChunks(size_t n, size_t grain, int num_threads);
+
+  static constexpr int kChunksPerThread = 4;
 
  private:
   void WorkerLoop(int thread_idx);
+  // Claims chunk c of the generation in `word` (see generation_) and runs it on thread t;
+  // false if already claimed.
+  bool TryRun(int c, int t, uint64_t word);
+  // Runs thread t's own chunks, then any unclaimed ones.
+  void RunChunks(int t, uint64_t word);
 
   int num_threads_;
   std::vector<std::thread> workers_;
@@ -55,8 +70,11 @@ class ThreadPool {
   const std::function<void(size_t, size_t, int)>* job_ = nullptr;
   size_t job_n_ = 0;
   size_t job_grain_ = 1;
+  // (generation << 16) | number of chunks; published after the job fields (release).
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  // claimed_[c]: the last generation whose chunk c was claimed.
+  std::unique_ptr<std::atomic<uint64_t>[]> claimed_;
+  std::atomic<int> done_{0};  // chunks finished in the current generation
   std::atomic<bool> stop_{false};
 };
 

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <vector>
 
 namespace epserve {
@@ -16,7 +18,8 @@ TEST(ThreadPoolTest, CoversEveryIndexOnce) {
       pool.ParallelFor(n, 4, [&](size_t b, size_t e, int) {
         for (size_t i = b; i < e; ++i) hits[i]++;
       });
-      for (size_t i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 1) << threads << " " << n << " " << i;
+      for (size_t i = 0; i < n; ++i)
+        EXPECT_EQ(hits[i].load(), 1) << threads << " " << n << " " << i;
     }
   }
 }
@@ -29,6 +32,44 @@ TEST(ThreadPoolTest, ReusableManyTimes) {
       for (size_t i = b; i < e; ++i) sum += static_cast<long>(i);
     });
   EXPECT_EQ(sum.load(), 200L * 4950);
+}
+
+// Chunks may be run by any thread, but each exactly once per call, covering [0, n) in the
+// deterministic split, each thread running its chunks one at a time.
+TEST(ThreadPoolTest, EveryChunkOnceUnderStress) {
+  for (int threads : {2, 3, 4}) {
+    ThreadPool pool(threads);
+    for (int rep = 0; rep < 2000; ++rep) {
+      const size_t n = 1 + rep % 53, grain = 1 + rep % 3;
+      std::vector<std::atomic<int>> hits(n);
+      std::vector<std::atomic<int>> busy(threads);
+      std::atomic<bool> overlap{false};
+      std::vector<std::pair<size_t, size_t>> ranges;
+      std::mutex mu;
+      pool.ParallelFor(n, grain, [&](size_t b, size_t e, int t) {
+        if (busy[t]++ != 0) overlap = true;
+        for (size_t i = b; i < e; ++i) hits[i]++;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          ranges.push_back({b, e});
+        }
+        busy[t]--;
+      });
+      ASSERT_FALSE(overlap.load());
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_EQ(hits[i].load(), 1) << threads << " " << n << " " << i;
+      if (n <= grain) continue;  // ran inline as one chunk
+      const int chunks = ThreadPool::NumChunks(n, grain, threads);
+      std::sort(ranges.begin(), ranges.end());
+      std::vector<std::pair<size_t, size_t>> expected;
+      for (int c = 0; c < chunks; ++c) {
+        size_t b, e;
+        ThreadPool::ChunkOf(n, grain, chunks, c, &b, &e);
+        if (b < e) expected.push_back({b, e});
+      }
+      ASSERT_EQ(ranges, expected);
+    }
+  }
 }
 
 }  // namespace

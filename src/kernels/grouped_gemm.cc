@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "base/check.h"
@@ -10,6 +11,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/grouped_gemm.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+// (foreach_target.h re-includes this file once per target; what follows comes after it.)
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 #include "kernels/matmul_blocked-inl.h"
@@ -45,8 +47,8 @@ inline void Advance(const GroupedMlpArgs& a, int64_t tiles_per_group, ItemCursor
 }
 
 // h[r, i] = silu(g[r, i]) * u[r, i] for one tile (rows of `width` floats).
-void SiluMulTile(const float* g, const float* u, int64_t rows, int64_t width, int64_t src_stride, float* h,
-                 int64_t h_stride) {
+void SiluMulTile(const float* g, const float* u, int64_t rows, int64_t width, int64_t src_stride,
+                 float* h, int64_t h_stride) {
   const hn::ScalableTag<float> df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const auto one = hn::Set(df, 1.0f);
@@ -64,19 +66,47 @@ void SiluMulTile(const float* g, const float* u, int64_t rows, int64_t width, in
   }
 }
 
-void GateUpItems(const GroupedMlpArgs& a, int64_t hidden, int64_t inter, int64_t item_begin, int64_t item_end) {
+// The rows of a small group copied once to vector-aligned storage, reused by all the group's
+// work items a thread runs (the streaming kernel would otherwise copy them for every tile).
+struct AlignedRows {
+  static constexpr int64_t kFloats = kAlignedXFloats;
+  HWY_ALIGN_MAX float v[kFloats];
+  int group = -1;
+  // Rows [row0, row0 + rows) of src (stride floats apart), or src itself when they don't fit.
+  const float* Get(int g, const float* src, int64_t rows, int64_t width, int64_t* stride) {
+    const int64_t padded = (width + 15) / 16 * 16;
+    if (rows * padded > kFloats) return src;
+    if (group != g) {
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(v + r * padded, src + r * *stride, width * sizeof(float));
+      group = g;
+    }
+    *stride = padded;
+    return v;
+  }
+};
+
+void GateUpItems(const GroupedMlpArgs& a, int64_t hidden, int64_t inter, int64_t item_begin,
+                 int64_t item_end) {
   const int64_t tiles = (inter + kTileI - 1) / kTileI;
   HWY_ALIGN_MAX float gate[kChunkRows * kTileI];
   HWY_ALIGN_MAX float up[kChunkRows * kTileI];
+  AlignedRows xa;
   ItemCursor c = FindItem(a, tiles, item_begin);
   for (int64_t item = item_begin; item < item_end; ++item, Advance(a, tiles, c)) {
     const ExpertMlpWeights& w = a.experts[c.group];
     const int64_t row0 = a.offsets[c.group], rows = a.offsets[c.group + 1] - row0;
     const int64_t i0 = c.tile * kTileI, ti = std::min(kTileI, inter - i0);
+    int64_t x_stride = hidden;
+    const float* x = xa.Get(c.group, a.x + row0 * hidden, rows, hidden, &x_stride);
     for (int64_t r0 = 0; r0 < rows; r0 += kChunkRows) {
       const int64_t rc = std::min(kChunkRows, rows - r0);
-      MatMulArgs m{.x = a.x + (row0 + r0) * hidden, .x_stride = hidden, .num_rows = rc,
-                   .w = w.gate.RowSlice(i0, ti), .y = gate, .y_stride = kTileI};
+      MatMulArgs m{.x = x + r0 * x_stride,
+                   .x_stride = x_stride,
+                   .num_rows = rc,
+                   .w = w.gate.RowSlice(i0, ti),
+                   .y = gate,
+                   .y_stride = kTileI};
       GemmRows(m, 0, ti);
       m.w = w.up.RowSlice(i0, ti);
       m.y = up;
@@ -86,14 +116,22 @@ void GateUpItems(const GroupedMlpArgs& a, int64_t hidden, int64_t inter, int64_t
   }
 }
 
-void DownItems(const GroupedMlpArgs& a, int64_t hidden, int64_t inter, int64_t item_begin, int64_t item_end) {
+void DownItems(const GroupedMlpArgs& a, int64_t hidden, int64_t inter, int64_t item_begin,
+               int64_t item_end) {
   const int64_t tiles = (hidden + kTileH - 1) / kTileH;
+  AlignedRows ha;
   ItemCursor c = FindItem(a, tiles, item_begin);
   for (int64_t item = item_begin; item < item_end; ++item, Advance(a, tiles, c)) {
     const int64_t row0 = a.offsets[c.group], rows = a.offsets[c.group + 1] - row0;
     const int64_t h0 = c.tile * kTileH;
-    const MatMulArgs m{.x = a.h + row0 * inter, .x_stride = inter, .num_rows = rows,
-                       .w = a.experts[c.group].down, .y = a.out + row0 * hidden, .y_stride = hidden};
+    int64_t h_stride = inter;
+    const float* h = ha.Get(c.group, a.h + row0 * inter, rows, inter, &h_stride);
+    const MatMulArgs m{.x = h,
+                       .x_stride = h_stride,
+                       .num_rows = rows,
+                       .w = a.experts[c.group].down,
+                       .y = a.out + row0 * hidden,
+                       .y_stride = hidden};
     GemmRows(m, h0, std::min(hidden, h0 + kTileH));
   }
 }
@@ -126,8 +164,10 @@ Dims GroupDims(const GroupedMlpArgs& a) {
       d.hidden = w.gate.cols;
       d.inter = w.gate.rows;
     }
-    CHECK(w.gate.cols == d.hidden && w.up.cols == d.hidden && w.down.rows == d.hidden) << "group " << g;
-    CHECK(w.gate.rows == d.inter && w.up.rows == d.inter && w.down.cols == d.inter) << "group " << g;
+    CHECK(w.gate.cols == d.hidden && w.up.cols == d.hidden && w.down.rows == d.hidden)
+        << "group " << g;
+    CHECK(w.gate.rows == d.inter && w.up.rows == d.inter && w.down.cols == d.inter)
+        << "group " << g;
   }
   return d;
 }

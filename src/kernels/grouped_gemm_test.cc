@@ -17,10 +17,11 @@ using testing::TestWeight;
 
 class GroupedMlpTest : public ::testing::TestWithParam<DType> {};
 
-// Groups of 0 (skipped), 1, 3, 8 (streaming kernel), 9 and 140 (blocked kernel, several row
-// chunks) rows; hidden and intermediate sizes that leave partial tiles and vector tails.
+// Groups of 0 (skipped), 1, 3, 8 (streaming kernel), 9 (dequantize-once kernel) and 140 rows
+// (gate/up: a chunk of 128 through the blocked kernel, then 12 through the dequantize-once
+// one); hidden and intermediate sizes that leave partial tiles and vector tails.
 TEST_P(GroupedMlpTest, MatchesReferenceAndIsThreadCountInvariant) {
-  const int64_t hidden = 200, inter = 72;
+  const int64_t hidden = 300, inter = 72;
   const std::vector<int64_t> rows = {1, 0, 3, 8, 0, 9, 140};
   std::vector<TestWeight> store;
   std::vector<ExpertMlpWeights> experts;
@@ -37,8 +38,12 @@ TEST_P(GroupedMlpTest, MatchesReferenceAndIsThreadCountInvariant) {
   std::vector<float> x = RandomVector(total * hidden, 3);
   for (auto& v : x) v *= 0.05f;  // keeps gate inputs in SiLU's curved range
   std::vector<float> h(total * inter), ref(total * hidden), h_ref(total * inter);
-  GroupedMlpArgs args{.num_groups = static_cast<int>(rows.size()), .experts = experts.data(),
-                      .offsets = offsets.data(), .x = x.data(), .h = h_ref.data(), .out = ref.data()};
+  GroupedMlpArgs args{.num_groups = static_cast<int>(rows.size()),
+                      .experts = experts.data(),
+                      .offsets = offsets.data(),
+                      .x = x.data(),
+                      .h = h_ref.data(),
+                      .out = ref.data()};
   GroupedMlpReference(args);
   double max_ref = 0;
   for (float v : ref) max_ref = std::max(max_ref, std::fabs(static_cast<double>(v)));
@@ -60,15 +65,21 @@ TEST_P(GroupedMlpTest, MatchesReferenceAndIsThreadCountInvariant) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDTypes, GroupedMlpTest, ::testing::Values(DType::kF32, DType::kBF16, DType::kF8E4M3),
-                         [](const auto& info) { return std::string(DTypeName(info.param)).substr(0, 2) == "F8" ? std::string("FP8") : std::string(DTypeName(info.param)); });
+INSTANTIATE_TEST_SUITE_P(AllDTypes, GroupedMlpTest,
+                         ::testing::Values(DType::kF32, DType::kBF16, DType::kF8E4M3),
+                         [](const auto& info) {
+                           return std::string(DTypeName(info.param)).substr(0, 2) == "F8"
+                                      ? std::string("FP8")
+                                      : std::string(DTypeName(info.param));
+                         });
 
 TEST(GroupedMlpTest, NoRowsTouchesNothing) {
   std::vector<int64_t> offsets = {0, 0, 0};
   std::vector<ExpertMlpWeights> experts(2);  // empty views: must not be read
   float out = 5.0f;
   ThreadPool pool(2);
-  GroupedMlp({.num_groups = 2, .experts = experts.data(), .offsets = offsets.data(), .out = &out}, pool);
+  GroupedMlp({.num_groups = 2, .experts = experts.data(), .offsets = offsets.data(), .out = &out},
+             pool);
   EXPECT_EQ(out, 5.0f);
 }
 

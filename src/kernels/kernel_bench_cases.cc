@@ -31,9 +31,12 @@ struct Rng {
 
 const char* BenchDTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "f32";
-    case DType::kBF16: return "bf16";
-    case DType::kF8E4M3: return "fp8";
+    case DType::kF32:
+      return "f32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF8E4M3:
+      return "fp8";
   }
   return "?";
 }
@@ -81,7 +84,8 @@ namespace {
 
 // Expert-major routing of `tokens` tokens to top_k distinct experts each; rotated by `shift`
 // so consecutive calls touch different experts (weights come from memory, not cache).
-std::vector<int64_t> RouteOffsets(int num_experts, int tokens, int top_k, uint64_t seed, int* touched) {
+std::vector<int64_t> RouteOffsets(int num_experts, int tokens, int top_k, uint64_t seed,
+                                  int* touched) {
   Rng rng{seed * 0x9E3779B97F4A7C15ULL + 3};
   std::vector<int64_t> counts(num_experts, 0);
   for (int t = 0; t < tokens; ++t) {
@@ -103,7 +107,8 @@ std::vector<int64_t> RouteOffsets(int num_experts, int tokens, int top_k, uint64
 
 }  // namespace
 
-void AddGroupedMlpRows(const KernelBenchOptions& opt, ThreadPool& pool, std::vector<KernelBenchRow>& rows) {
+void AddGroupedMlpRows(const KernelBenchOptions& opt, ThreadPool& pool,
+                       std::vector<KernelBenchRow>& rows) {
   // The bench model's MoE layer: 256 experts, hidden 1024, width 512, top-8.
   const int num_experts = opt.quick ? 32 : 256, top_k = 8;
   const int64_t hidden = 1024, inter = 512;
@@ -118,8 +123,8 @@ void AddGroupedMlpRows(const KernelBenchOptions& opt, ThreadPool& pool, std::vec
       store.push_back(MakeBenchWeight(dtype, hidden, inter, 102 + 3 * e));
       experts[e] = {store[3 * e].view, store[3 * e + 1].view, store[3 * e + 2].view};
     }
-    const double expert_bytes = static_cast<double>(experts[0].gate.Bytes() + experts[0].up.Bytes() +
-                                                    experts[0].down.Bytes());
+    const double expert_bytes = static_cast<double>(
+        experts[0].gate.Bytes() + experts[0].up.Bytes() + experts[0].down.Bytes());
     for (int tokens : {1, 32}) {
       // Several routings, cycled through by successive calls.
       constexpr int kRoutings = 8;
@@ -134,13 +139,17 @@ void AddGroupedMlpRows(const KernelBenchOptions& opt, ThreadPool& pool, std::vec
       std::vector<float> x = BenchVector(slots * hidden, 5), h(slots * inter), out(slots * hidden);
       int call = 0;
       KernelBenchRow r{.kernel = "grouped_mlp", .dtype = BenchDTypeName(dtype), .regime = "memory"};
-      r.shape = "tokens=" + std::to_string(tokens) + " top_k=8 experts=" + std::to_string(num_experts) +
-                " hidden=1024 inter=512";
+      r.shape = "tokens=" + std::to_string(tokens) +
+                " top_k=8 experts=" + std::to_string(num_experts) + " hidden=1024 inter=512";
       // Time kRoutings calls (one per routing) and report the mean: fair to every routing.
       const double t = BestSeconds(repeats, [&] {
         for (int i = 0; i < kRoutings; ++i, ++call)
-          GroupedMlp({.num_groups = num_experts, .experts = experts.data(), .offsets = offsets[call % kRoutings].data(),
-                      .x = x.data(), .h = h.data(), .out = out.data()},
+          GroupedMlp({.num_groups = num_experts,
+                      .experts = experts.data(),
+                      .offsets = offsets[call % kRoutings].data(),
+                      .x = x.data(),
+                      .h = h.data(),
+                      .out = out.data()},
                      pool);
       });
       r.seconds = t / kRoutings;
@@ -153,19 +162,28 @@ void AddGroupedMlpRows(const KernelBenchOptions& opt, ThreadPool& pool, std::vec
   }
 }
 
-void AddAttentionRows(const KernelBenchOptions& opt, ThreadPool& pool, std::vector<KernelBenchRow>& rows) {
+void AddAttentionRows(const KernelBenchOptions& opt, ThreadPool& pool,
+                      std::vector<KernelBenchRow>& rows) {
   const int H = 16, L = 512, R = 64;
   const int64_t T = opt.quick ? 2 : 8, len = opt.quick ? 1024 : 8192;
   std::vector<float> cache = BenchVector(T * len * (L + R), 9);
   std::vector<const float*> caches(T);
   std::vector<int64_t> pos(T, len - 1);
   for (int64_t t = 0; t < T; ++t) caches[t] = cache.data() + t * len * (L + R);
-  std::vector<float> qa = BenchVector(T * H * L, 10), qp = BenchVector(T * H * R, 11), out(T * H * L);
+  std::vector<float> qa = BenchVector(T * H * L, 10), qp = BenchVector(T * H * R, 11),
+                     out(T * H * L);
   KernelBenchRow r{.kernel = "mla_attention", .dtype = "f32", .regime = "memory"};
   r.shape = "seqs=" + std::to_string(T) + " len=" + std::to_string(len) + " heads=16 L=512 R=64";
   r.seconds = BestSeconds(opt.quick ? 2 : opt.repeats, [&] {
-    MlaAttention({.num_tokens = T, .num_heads = H, .kv_lora_rank = L, .rope_dim = R, .q_abs = qa.data(),
-                  .q_pe = qp.data(), .token_cache = caches.data(), .token_pos = pos.data(), .softmax_scale = 0.05f,
+    MlaAttention({.num_tokens = T,
+                  .num_heads = H,
+                  .kv_lora_rank = L,
+                  .rope_dim = R,
+                  .q_abs = qa.data(),
+                  .q_pe = qp.data(),
+                  .token_cache = caches.data(),
+                  .token_pos = pos.data(),
+                  .softmax_scale = 0.05f,
                   .out = out.data()},
                  pool);
   });
@@ -174,7 +192,8 @@ void AddAttentionRows(const KernelBenchOptions& opt, ThreadPool& pool, std::vect
   rows.push_back(r);
 }
 
-void AddSiluQuantRows(const KernelBenchOptions& opt, ThreadPool& pool, std::vector<KernelBenchRow>& rows) {
+void AddSiluQuantRows(const KernelBenchOptions& opt, ThreadPool& pool,
+                      std::vector<KernelBenchRow>& rows) {
   const int64_t n_rows = opt.quick ? 256 : 4096, len = 2048;
   std::vector<float> g = BenchVector(n_rows * len, 12), u = BenchVector(n_rows * len, 13);
   std::vector<uint8_t> q(n_rows * len);
@@ -182,7 +201,11 @@ void AddSiluQuantRows(const KernelBenchOptions& opt, ThreadPool& pool, std::vect
   KernelBenchRow r{.kernel = "silu_mul_quant_fp8", .dtype = "f32", .regime = "memory"};
   r.shape = "rows=" + std::to_string(n_rows) + " len=2048";
   r.seconds = BestSeconds(opt.quick ? 2 : opt.repeats, [&] {
-    SiluMulQuantFp8({.gate = g.data(), .up = u.data(), .num_rows = n_rows, .row_len = len, .q = q.data(),
+    SiluMulQuantFp8({.gate = g.data(),
+                     .up = u.data(),
+                     .num_rows = n_rows,
+                     .row_len = len,
+                     .q = q.data(),
                      .scales = scales.data()},
                     pool);
   });

@@ -27,8 +27,11 @@ const char* BenchDTypeName(DType dtype);
 // Runs fn once to warm up, then `repeats` times; returns the fastest run in seconds.
 double BestSeconds(int repeats, const std::function<void()>& fn);
 
-void AddGroupedMlpRows(const KernelBenchOptions& opt, ThreadPool& pool, std::vector<KernelBenchRow>& rows);
-void AddAttentionRows(const KernelBenchOptions& opt, ThreadPool& pool, std::vector<KernelBenchRow>& rows);
-void AddSiluQuantRows(const KernelBenchOptions& opt, ThreadPool& pool, std::vector<KernelBenchRow>& rows);
+void AddGroupedMlpRows(const KernelBenchOptions& opt, ThreadPool& pool,
+                       std::vector<KernelBenchRow>& rows);
+void AddAttentionRows(const KernelBenchOptions& opt, ThreadPool& pool,
+                      std::vector<KernelBenchRow>& rows);
+void AddSiluQuantRows(const KernelBenchOptions& opt, ThreadPool& pool,
+                      std::vector<KernelBenchRow>& rows);
 
 }  // namespace epserve::kernels

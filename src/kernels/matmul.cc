@@ -18,7 +18,9 @@ HWY_BEFORE_NAMESPACE();
 namespace epserve::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-void MatMulRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) { GemmRows(a, n_begin, n_end); }
+void MatMulRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
+  GemmRows(a, n_begin, n_end);
+}
 
 // Columns [k_begin, k_end) of y[M, K] = x[M, N] W[N, K] (strides resolved). A slab of up to
 // kSlabRows weight rows x kSlabCols columns is dequantized once and used for every x row; each
@@ -48,7 +50,8 @@ void MatMulTColumnsT(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) {
           float* dst = full ? yr + j : tmp;
           if (!full) std::memcpy(tmp, yr + j, (kc - j) * sizeof(float));
           V acc = n0 == 0 ? hn::Zero(df) : hn::LoadU(df, dst);
-          for (int64_t n = 0; n < nn; ++n) acc = hn::MulAdd(hn::Set(df, xr[n]), hn::Load(df, slab[n] + j), acc);
+          for (int64_t n = 0; n < nn; ++n)
+            acc = hn::MulAdd(hn::Set(df, xr[n]), hn::Load(df, slab[n] + j), acc);
           hn::StoreU(acc, df, dst);
           if (!full) std::memcpy(yr + j, tmp, (kc - j) * sizeof(float));
         }
@@ -59,9 +62,12 @@ void MatMulTColumnsT(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) {
 
 void MatMulTColumns(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) {
   switch (a.w.dtype) {
-    case DType::kF32: return MatMulTColumnsT<DType::kF32>(a, k_begin, k_end);
-    case DType::kBF16: return MatMulTColumnsT<DType::kBF16>(a, k_begin, k_end);
-    case DType::kF8E4M3: return MatMulTColumnsT<DType::kF8E4M3>(a, k_begin, k_end);
+    case DType::kF32:
+      return MatMulTColumnsT<DType::kF32>(a, k_begin, k_end);
+    case DType::kBF16:
+      return MatMulTColumnsT<DType::kBF16>(a, k_begin, k_end);
+    case DType::kF8E4M3:
+      return MatMulTColumnsT<DType::kF8E4M3>(a, k_begin, k_end);
   }
 }
 

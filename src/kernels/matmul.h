@@ -3,13 +3,15 @@
 // Highway kernels, dispatched once per call to the best target of the CPU:
 //   M <= 8 (decode): every weight row is streamed once, a few rows in lock-step, against all
 //     rows of x held in cache; memory-bandwidth bound.
-//   M > 8 (prefill): weight blocks are dequantized once into an L2-resident packed panel and
-//     multiplied by a register-blocked micro-kernel; compute bound.
+//   M > 8 with M x K <= 32 K floats (a decode batch): each tile of 8 weight rows is dequantized
+//     once into a cached float buffer and streamed against x 8 rows at a time;
+//   larger M (prefill): weight blocks are dequantized once into an L2-resident packed panel
+//     and multiplied by a register-blocked micro-kernel; compute bound.
 // Work is split over N only (each thread streams its own contiguous share of W), and every
 // output element is computed by one thread in an order that does not depend on the split:
 // results are bit-identical for any thread count (they may differ between SIMD targets).
 // REQUIRES: x has M rows of x_stride >= K floats; y has M rows of y_stride >= N floats;
-// x and y do not overlap. Allocates nothing (scratch lives on the stack, < 200 KB).
+// x and y do not overlap. Allocates nothing (scratch lives on the stack, < 400 KB).
 #pragma once
 
 #include <cstdint>
@@ -25,7 +27,7 @@ struct MatMulArgs {
   int64_t num_rows = 0;  // M
   WeightView w;          // [N, K]
   float* y = nullptr;
-  int64_t y_stride = 0;  // floats between rows of y; 0 means N
+  int64_t y_stride = 0;     // floats between rows of y; 0 means N
   bool accumulate = false;  // y += instead of y =
 };
 

@@ -31,8 +31,8 @@ constexpr int kMr = kVecRegs == 32 ? 12 : 6;
 // Packs W[n0 : n0 + nc, k0 : k0 + kc] (real values) as panels of nr = 2 * Lanes columns:
 // bp[(p * kBlockK + k) * nr + j] = W[n0 + p * nr + j, k0 + k]; rows past nc are zero.
 template <DType kDType, class DF>
-HWY_INLINE void PackWeights(DF df, const WeightView& w, int64_t n0, int64_t nc, int64_t k0, int64_t kc,
-                            float* HWY_RESTRICT bp) {
+HWY_INLINE void PackWeights(DF df, const WeightView& w, int64_t n0, int64_t nc, int64_t k0,
+                            int64_t kc, float* HWY_RESTRICT bp) {
   const int64_t nr = 2 * static_cast<int64_t>(hn::Lanes(df));
   const int64_t kc4 = (kc + 3) & ~int64_t{3};
   const int64_t nc_padded = (nc + nr - 1) / nr * nr;
@@ -71,8 +71,9 @@ HWY_INLINE void PackWeights(DF df, const WeightView& w, int64_t n0, int64_t nc, 
 
 // y[0 : kRows, 0 : ncols] (+)= x[0 : kRows, 0 : kc] * panel, the panel being kc x nr.
 template <int kRows, class DF>
-HWY_INLINE void MicroKernel(DF df, const float* HWY_RESTRICT x, int64_t xs, const float* HWY_RESTRICT panel,
-                            int64_t kc, float* y, int64_t ys, int64_t ncols, bool load_c) {
+HWY_INLINE void MicroKernel(DF df, const float* HWY_RESTRICT x, int64_t xs,
+                            const float* HWY_RESTRICT panel, int64_t kc, float* y, int64_t ys,
+                            int64_t ncols, bool load_c) {
   using V = hn::Vec<DF>;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const int64_t nr = 2 * N;
@@ -111,19 +112,22 @@ HWY_INLINE void MicroKernel(DF df, const float* HWY_RESTRICT x, int64_t xs, cons
 }
 
 template <int kRows, class DF>
-HWY_NOINLINE void MultiplyPanels(DF df, const MatMulArgs& a, const float* bp, int64_t m0, int64_t n0, int64_t nc,
-                                 int64_t k0, int64_t kc, bool load_c) {
+HWY_NOINLINE void MultiplyPanels(DF df, const MatMulArgs& a, const float* bp, int64_t m0,
+                                 int64_t n0, int64_t nc, int64_t k0, int64_t kc, bool load_c) {
   const int64_t nr = 2 * static_cast<int64_t>(hn::Lanes(df));
   for (int64_t p = 0; p * nr < nc; ++p)
     MicroKernel<kRows>(df, a.x + m0 * a.x_stride + k0, a.x_stride, bp + p * kBlockK * nr, kc,
-                       a.y + m0 * a.y_stride + n0 + p * nr, a.y_stride, std::min(nr, nc - p * nr), load_c);
+                       a.y + m0 * a.y_stride + n0 + p * nr, a.y_stride, std::min(nr, nc - p * nr),
+                       load_c);
 }
 
 template <class DF>
-HWY_INLINE void MultiplyPanelsRows(DF df, int rows, const MatMulArgs& a, const float* bp, int64_t m0, int64_t n0,
-                                   int64_t nc, int64_t k0, int64_t kc, bool load_c) {
+HWY_INLINE void MultiplyPanelsRows(DF df, int rows, const MatMulArgs& a, const float* bp,
+                                   int64_t m0, int64_t n0, int64_t nc, int64_t k0, int64_t kc,
+                                   bool load_c) {
 #define EPSERVE_PANELS_CASE(R) \
-  case R: return MultiplyPanels<R>(df, a, bp, m0, n0, nc, k0, kc, load_c);
+  case R:                      \
+    return MultiplyPanels<R>(df, a, bp, m0, n0, nc, k0, kc, load_c);
   switch (rows) {
     EPSERVE_PANELS_CASE(1)
     EPSERVE_PANELS_CASE(2)
@@ -139,7 +143,8 @@ HWY_INLINE void MultiplyPanelsRows(DF df, int rows, const MatMulArgs& a, const f
     EPSERVE_PANELS_CASE(11)
     EPSERVE_PANELS_CASE(12)
 #endif
-    default: break;
+    default:
+      break;
   }
 #undef EPSERVE_PANELS_CASE
 }
@@ -158,16 +163,74 @@ HWY_INLINE void BlockedRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end)
       PackWeights<kDType>(df, a.w, n0, nc, k0, kc, bp);
       const bool load_c = k0 > 0 || a.accumulate;
       for (int64_t m0 = 0; m0 < M; m0 += kMr)
-        MultiplyPanelsRows(df, static_cast<int>(std::min<int64_t>(kMr, M - m0)), a, bp, m0, n0, nc, k0, kc, load_c);
+        MultiplyPanelsRows(df, static_cast<int>(std::min<int64_t>(kMr, M - m0)), a, bp, m0, n0, nc,
+                           k0, kc, load_c);
     }
   }
 }
 
-// Rows [n_begin, n_end) of y = x W^T: the streaming kernel for few rows, else the blocked one.
+// Medium row counts (a decode batch): packing for the blocked kernel would cost as much as the
+// multiply, so each tile of kMidTile weight rows is dequantized once into an L1/L2-resident
+// float buffer and the streaming kernel runs over it for each group of 8 x rows (x copied to
+// aligned storage once).
+constexpr int64_t kMidTile = 8;
+constexpr int64_t kMidMaxK = 4096;
+constexpr int64_t kMidMaxXFloats = 32 * 1024;  // 128 KB
+
+HWY_INLINE bool UseMidRows(const MatMulArgs& a) {
+  const int64_t stride = (a.w.cols + 15) / 16 * 16;
+  return a.num_rows > kDecodeMaxRows && a.w.cols <= kMidMaxK &&
+         a.num_rows * stride <= kMidMaxXFloats;
+}
+
+template <DType kDType>
+HWY_NOINLINE void MidRows(const MatMulArgs& args, int64_t n_begin, int64_t n_end) {
+  const hn::ScalableTag<float> df;
+  const int64_t K = args.w.cols, M = args.num_rows;
+  MatMulArgs a = args;
+  HWY_ALIGN_MAX float x_aligned[kMidMaxXFloats];
+  const int64_t stride = (K + 15) / 16 * 16;  // a multiple of every x86 vector length
+  for (int64_t m = 0; m < M; ++m)
+    std::memcpy(x_aligned + m * stride, a.x + m * a.x_stride, K * sizeof(float));
+  a.x = x_aligned;
+  a.x_stride = stride;
+  HWY_ALIGN_MAX float w[kMidTile * kMidMaxK];
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += kMidTile) {
+    const int64_t rows = std::min(kMidTile, n_end - n0);
+    MatMulArgs c = a;
+    RawFp8Rows raw;
+    if constexpr (kDType == DType::kF8E4M3) {
+      // Converted without the block scales: the decode kernel folds them in exactly as it does
+      // when it streams the FP8 bytes itself, so M <= 8 and this path agree bit for bit.
+      for (int64_t r = 0; r < rows; ++r) ConvertSpanUnscaled<kDType>(df, a.w, n0 + r, K, w + r * K);
+      raw = RawFp8Rows{.data = w, .row0 = n0};
+    } else {
+      for (int64_t r = 0; r < rows; ++r) DequantizeSpan<kDType>(df, a.w, n0 + r, 0, K, w + r * K);
+      c.w = WeightView{.dtype = DType::kF32, .rows = rows, .cols = K, .data = w};
+    }
+    const int64_t row_base = kDType == DType::kF8E4M3 ? n0 : 0;
+    for (int64_t m0 = 0; m0 < M; m0 += kDecodeMaxRows) {
+      c.x = a.x + m0 * a.x_stride;
+      c.y = a.y + m0 * a.y_stride + (n0 - row_base);
+      c.num_rows = std::min<int64_t>(kDecodeMaxRows, M - m0);
+      if constexpr (kDType == DType::kF8E4M3) {
+        DecodeRows<kDType>(c, n0, n0 + rows, raw);
+      } else {
+        DecodeRows<DType::kF32>(c, 0, rows);
+      }
+    }
+  }
+}
+
+// Rows [n_begin, n_end) of y = x W^T: the streaming kernel for few rows, the dequantize-once
+// streaming kernel for a decode batch, else the blocked one. The choice depends on the shape
+// only, never on the split.
 template <DType kDType>
 HWY_INLINE void GemmRowsT(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
   if (a.num_rows <= kDecodeMaxRows) {
     DecodeRows<kDType>(a, n_begin, n_end);
+  } else if (UseMidRows(a)) {
+    MidRows<kDType>(a, n_begin, n_end);
   } else {
     BlockedRows<kDType>(a, n_begin, n_end);
   }
@@ -175,9 +238,12 @@ HWY_INLINE void GemmRowsT(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
 
 HWY_INLINE void GemmRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
   switch (a.w.dtype) {
-    case DType::kF32: return GemmRowsT<DType::kF32>(a, n_begin, n_end);
-    case DType::kBF16: return GemmRowsT<DType::kBF16>(a, n_begin, n_end);
-    case DType::kF8E4M3: return GemmRowsT<DType::kF8E4M3>(a, n_begin, n_end);
+    case DType::kF32:
+      return GemmRowsT<DType::kF32>(a, n_begin, n_end);
+    case DType::kBF16:
+      return GemmRowsT<DType::kBF16>(a, n_begin, n_end);
+    case DType::kF8E4M3:
+      return GemmRowsT<DType::kF8E4M3>(a, n_begin, n_end);
   }
 }
 

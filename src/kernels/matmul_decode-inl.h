@@ -31,13 +31,29 @@ constexpr int kVecRegs = 16;
 #endif
 
 constexpr int kDecodeMaxRows = 8;
-static_assert(kFp8BlockSize % (HWY_MAX_BYTES / sizeof(float)) == 0, "a vector never straddles an FP8 block");
+static_assert(kFp8BlockSize % (2 * HWY_MAX_BYTES / sizeof(float)) == 0,
+              "a step never straddles an FP8 block");
 
-// Weight rows per tile for kM activation rows: kM * kR accumulators, kR weights, kR scales and
-// one activation vector must fit in the register file.
+// FP8 folds the block scale into the accumulation for every row count: each output sums the
+// unscaled products of one 128-wide block, then adds that sum times the block's scale. This is
+// one FMA per block and output instead of one multiply per weight vector, and, above all, the
+// same order of operations for any number of x rows (decode M = 1..8 and the mid path), so a
+// token's result does not depend on how many other tokens share the call (expert parallelism
+// changes that number).
+template <DType kDType>
+constexpr bool kFoldScale = kDType == DType::kF8E4M3;
+
+// Folded totals live in registers for up to 2 rows of x and in an L1 array beyond (touched
+// once per 128-wide block).
+constexpr int kFoldInRegistersMaxRows = 2;
+
+// Weight rows per tile for kM activation rows: kM * kR accumulators (twice that when FP8 totals
+// are held in registers), 2 * kR weights, kR scales and one activation vector must fit in the
+// register file.
 constexpr int DecodeRowTile(int m) {
+  const int acc_per_row = m <= kFoldInRegistersMaxRows ? 2 * m : m;
   for (int r = 4; r > 1; --r)
-    if (m * r + 2 * r + 1 <= kVecRegs - 1) return r;
+    if (acc_per_row * r + 3 * r + 1 <= kVecRegs) return r;
   return 1;
 }
 
@@ -46,74 +62,179 @@ struct DecodeXTail {
   alignas(64) float v[kDecodeMaxRows][HWY_MAX_BYTES / sizeof(float)];
 };
 
-template <DType kDType, int kM, int kR, class DF>
-HWY_INLINE void DecodeTile(DF df, const MatMulArgs& a, const DecodeXTail& xt, int64_t n0) {
+// FP8 rows that were already converted to float without their block scale (values / 256, as
+// LoadFp8 returns them) by the mid path: row n of the matrix is raw[(n - raw_row0) * K ...],
+// its scales those of the FP8 view. The arithmetic is then exactly that of the FP8 path.
+struct RawFp8Rows {
+  const float* data = nullptr;
+  int64_t row0 = 0;
+};
+
+template <DType kDType, int kM, int kR, bool kRaw, class DF>
+HWY_INLINE void DecodeTile(DF df, const MatMulArgs& a, const DecodeXTail& xt, int64_t n0,
+                           const RawFp8Rows& raw) {
   using V = hn::Vec<DF>;
+  constexpr bool kFold = kFoldScale<kDType>;
+  constexpr bool kTotalsInRegisters = kM <= kFoldInRegistersMaxRows;
+  // Weights come from the raw float rows (mid path) or from the matrix itself.
+  constexpr bool from_raw = kDType == DType::kF8E4M3 && kRaw;
+  constexpr size_t kElem = kDType == DType::kF32 ? 4 : kDType == DType::kBF16 ? 2 : 1;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const int64_t K = a.w.cols;
-  const int64_t k_full = K - K % N;
   WeightRow rows[kR];
-  for (int r = 0; r < kR; ++r) rows[r] = RowOf(a.w, n0 + r);
+  const uint8_t* next[kR];  // the same columns of the next tile's rows, prefetched as we go
+  for (int r = 0; r < kR; ++r) {
+    rows[r] = RowOf(a.w, n0 + r);
+    next[r] = static_cast<const uint8_t*>(rows[r].data) +
+              std::min<int64_t>(kR, a.w.rows - 1 - n0 - r) * K * kElem;
+    if constexpr (from_raw) rows[r].data = raw.data + (n0 + r - raw.row0) * K;
+  }
   V acc[kM][kR];
+  V total_reg[kTotalsInRegisters ? kM : 1][kTotalsInRegisters ? kR : 1];
+  HWY_ALIGN_MAX float total_mem[kTotalsInRegisters ? 1 : kM * kR * HWY_MAX_BYTES / sizeof(float)];
   HWY_UNROLL(8)
   for (int m = 0; m < kM; ++m) {
     HWY_UNROLL(4)
-    for (int r = 0; r < kR; ++r) acc[m][r] = hn::Zero(df);
+    for (int r = 0; r < kR; ++r) {
+      acc[m][r] = hn::Zero(df);
+      if constexpr (kFold) {
+        if constexpr (kTotalsInRegisters) {
+          total_reg[m][r] = hn::Zero(df);
+        } else {
+          hn::Store(hn::Zero(df), df, total_mem + (m * kR + r) * N);
+        }
+      }
+    }
   }
   // Every loop over m and r is fully unrolled so the accumulators stay in registers.
   V s[kR];
-  for (int64_t k0 = 0; k0 < k_full; k0 += kFp8BlockSize) {
-    const int64_t k_end = std::min(k_full, k0 + kFp8BlockSize);
+  // Multiplies weight vectors w[r] (+ offset into x) into the accumulators.
+  auto fma_step = [&](const V* w, int64_t k) HWY_ATTR {
+    HWY_UNROLL(8)
+    for (int m = 0; m < kM; ++m) {
+      const V xv = hn::LoadU(df, a.x + m * a.x_stride + k);
+      HWY_UNROLL(4)
+      for (int r = 0; r < kR; ++r) acc[m][r] = hn::MulAdd(xv, w[r], acc[m][r]);
+    }
+  };
+  auto scaled = [&](V w, int r) HWY_ATTR {
+    if constexpr (kDType == DType::kF8E4M3 && !kFold) return hn::Mul(w, s[r]);
+    (void)r;
+    return w;
+  };
+  auto load2 = [&](int r, int64_t k, V& lo, V& hi) HWY_ATTR {
+    if constexpr (from_raw) {
+      const float* p = static_cast<const float*>(rows[r].data) + k;
+      lo = hn::LoadU(df, p);
+      hi = hn::LoadU(df, p + N);
+    } else {
+      hwy::Prefetch(next[r] + k * kElem);
+      LoadWeight2<kDType>(df, rows[r].data, k, lo, hi);
+    }
+  };
+  auto load1 = [&](int r, int64_t k) HWY_ATTR {
+    if constexpr (from_raw)
+      return hn::LoadU(df, static_cast<const float*>(rows[r].data) + k);
+    return LoadWeight<kDType>(df, rows[r].data, k);
+  };
+  auto load_tail = [&](int r, int64_t k, int64_t count) HWY_ATTR {
+    if constexpr (from_raw)
+      return LoadWeightTail<DType::kF32>(df, static_cast<const float*>(rows[r].data), k, count);
+    return LoadWeightTail<kDType>(df, rows[r].data, k, count);
+  };
+  for (int64_t k0 = 0; k0 < K; k0 += kFp8BlockSize) {
+    const int64_t k_end = std::min(K, k0 + kFp8BlockSize);
     if constexpr (kDType == DType::kF8E4M3) {
       HWY_UNROLL(4)
-      for (int r = 0; r < kR; ++r) s[r] = hn::Set(df, LoadScale<kDType>(rows[r], k0 / kFp8BlockSize));
+      for (int r = 0; r < kR; ++r)
+        s[r] = hn::Set(df, LoadScale<kDType>(rows[r], k0 / kFp8BlockSize));
     }
-    for (int64_t k = k0; k < k_end; k += N) {
-      V w[kR];
+    int64_t k = k0;
+    for (; k + 2 * N <= k_end; k += 2 * N) {  // two vectors per row and step
+      V lo[kR], hi[kR];
       HWY_UNROLL(4)
       for (int r = 0; r < kR; ++r) {
-        w[r] = LoadWeight<kDType>(df, rows[r].data, k);
-        if constexpr (kDType == DType::kF8E4M3) w[r] = hn::Mul(w[r], s[r]);
+        load2(r, k, lo[r], hi[r]);
+        lo[r] = scaled(lo[r], r);
+        hi[r] = scaled(hi[r], r);
       }
+      fma_step(lo, k);
+      fma_step(hi, k + N);
+    }
+    for (; k + N <= k_end; k += N) {
+      V w[kR];
+      HWY_UNROLL(4)
+      for (int r = 0; r < kR; ++r) w[r] = scaled(load1(r, k), r);
+      fma_step(w, k);
+    }
+    if (k < k_end) {  // the last K % N columns: zero-padded weights and x
+      V w[kR];
+      HWY_UNROLL(4)
+      for (int r = 0; r < kR; ++r) w[r] = scaled(load_tail(r, k, k_end - k), r);
       HWY_UNROLL(8)
       for (int m = 0; m < kM; ++m) {
-        const V xv = hn::LoadU(df, a.x + m * a.x_stride + k);
+        const V xv = hn::Load(df, xt.v[m]);
         HWY_UNROLL(4)
         for (int r = 0; r < kR; ++r) acc[m][r] = hn::MulAdd(xv, w[r], acc[m][r]);
       }
     }
-  }
-  if (k_full < K) {  // the last K % N columns (N divides the FP8 block, so one block)
-    V w[kR];
-    HWY_UNROLL(4)
-    for (int r = 0; r < kR; ++r) {
-      w[r] = LoadWeightTail<kDType>(df, rows[r].data, k_full, K - k_full);
-      if constexpr (kDType == DType::kF8E4M3)
-        w[r] = hn::Mul(w[r], hn::Set(df, LoadScale<kDType>(rows[r], k_full / kFp8BlockSize)));
-    }
-    HWY_UNROLL(8)
-    for (int m = 0; m < kM; ++m) {
-      const V xv = hn::Load(df, xt.v[m]);
-      HWY_UNROLL(4)
-      for (int r = 0; r < kR; ++r) acc[m][r] = hn::MulAdd(xv, w[r], acc[m][r]);
+    if constexpr (kFold) {
+      HWY_UNROLL(8)
+      for (int m = 0; m < kM; ++m) {
+        HWY_UNROLL(4)
+        for (int r = 0; r < kR; ++r) {
+          if constexpr (kTotalsInRegisters) {
+            total_reg[m][r] = hn::MulAdd(acc[m][r], s[r], total_reg[m][r]);
+          } else {
+            float* t = total_mem + (m * kR + r) * N;
+            hn::Store(hn::MulAdd(acc[m][r], s[r], hn::Load(df, t)), df, t);
+          }
+          acc[m][r] = hn::Zero(df);
+        }
+      }
     }
   }
   HWY_UNROLL(8)
   for (int m = 0; m < kM; ++m) {
     HWY_UNROLL(4)
     for (int r = 0; r < kR; ++r) {
-      const float v = ReduceSumF(df, acc[m][r]);
+      V sum = acc[m][r];
+      if constexpr (kFold) {
+        if constexpr (kTotalsInRegisters) {
+          sum = total_reg[m][r];
+        } else {
+          sum = hn::Load(df, total_mem + (m * kR + r) * N);
+        }
+      }
+      const float v = ReduceSumF(df, sum);
       float* y = a.y + m * a.y_stride + n0 + r;
       *y = a.accumulate ? *y + v : v;
     }
   }
 }
 
+// Activation rows copied to vector-aligned storage when they fit: unaligned full-width loads
+// straddle cache lines and halve the throughput once x loads dominate (3+ rows).
+constexpr int64_t kAlignedXFloats = 16 * 1024;        // 64 KB of stack (grouped MLP)
+constexpr int64_t kDecodeAlignedXFloats = 64 * 1024;  // 256 KB of stack: 8 rows of K = 8192
+
 template <DType kDType, int kM, class DF>
-HWY_NOINLINE void DecodeRowsM(DF df, const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
+HWY_NOINLINE void DecodeRowsM(DF df, const MatMulArgs& args, int64_t n_begin, int64_t n_end,
+                              const RawFp8Rows& raw) {
   constexpr int kR = DecodeRowTile(kM);
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  const int64_t K = a.w.cols;
+  const int64_t K = args.w.cols;
+  MatMulArgs a = args;
+  HWY_ALIGN_MAX float x_aligned[kM >= 3 ? kDecodeAlignedXFloats : 1];
+  const int64_t stride = (K + N - 1) / N * N;
+  const bool aligned = reinterpret_cast<uintptr_t>(a.x) % HWY_MAX_BYTES == 0 &&
+                       (a.x_stride * sizeof(float)) % HWY_MAX_BYTES == 0;
+  if (kM >= 3 && kM * stride <= kDecodeAlignedXFloats && !aligned) {
+    for (int m = 0; m < kM; ++m)
+      std::memcpy(x_aligned + m * stride, a.x + m * a.x_stride, K * sizeof(float));
+    a.x = x_aligned;
+    a.x_stride = stride;
+  }
   DecodeXTail xt;
   const int64_t k_full = K - K % N;
   for (int m = 0; m < kM; ++m) {
@@ -121,23 +242,38 @@ HWY_NOINLINE void DecodeRowsM(DF df, const MatMulArgs& a, int64_t n_begin, int64
     std::memcpy(xt.v[m], a.x + m * a.x_stride + k_full, (K - k_full) * sizeof(float));
   }
   int64_t n = n_begin;
-  for (; n + kR <= n_end; n += kR) DecodeTile<kDType, kM, kR>(df, a, xt, n);
-  for (; n < n_end; ++n) DecodeTile<kDType, kM, 1>(df, a, xt, n);
+  if (kDType == DType::kF8E4M3 && raw.data != nullptr) {
+    for (; n + kR <= n_end; n += kR) DecodeTile<kDType, kM, kR, true>(df, a, xt, n, raw);
+    for (; n < n_end; ++n) DecodeTile<kDType, kM, 1, true>(df, a, xt, n, raw);
+    return;
+  }
+  for (; n + kR <= n_end; n += kR) DecodeTile<kDType, kM, kR, false>(df, a, xt, n, raw);
+  for (; n < n_end; ++n) DecodeTile<kDType, kM, 1, false>(df, a, xt, n, raw);
 }
 
-// Rows [n_begin, n_end) of y for a.num_rows in 1..kDecodeMaxRows (strides resolved).
+// Rows [n_begin, n_end) of y for a.num_rows in 1..kDecodeMaxRows (strides resolved). For FP8,
+// `raw` may hold those rows already converted (see RawFp8Rows).
 template <DType kDType>
-HWY_INLINE void DecodeRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
+HWY_INLINE void DecodeRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end,
+                           const RawFp8Rows& raw = {}) {
   const hn::ScalableTag<float> df;
   switch (a.num_rows) {
-    case 1: return DecodeRowsM<kDType, 1>(df, a, n_begin, n_end);
-    case 2: return DecodeRowsM<kDType, 2>(df, a, n_begin, n_end);
-    case 3: return DecodeRowsM<kDType, 3>(df, a, n_begin, n_end);
-    case 4: return DecodeRowsM<kDType, 4>(df, a, n_begin, n_end);
-    case 5: return DecodeRowsM<kDType, 5>(df, a, n_begin, n_end);
-    case 6: return DecodeRowsM<kDType, 6>(df, a, n_begin, n_end);
-    case 7: return DecodeRowsM<kDType, 7>(df, a, n_begin, n_end);
-    default: return DecodeRowsM<kDType, 8>(df, a, n_begin, n_end);
+    case 1:
+      return DecodeRowsM<kDType, 1>(df, a, n_begin, n_end, raw);
+    case 2:
+      return DecodeRowsM<kDType, 2>(df, a, n_begin, n_end, raw);
+    case 3:
+      return DecodeRowsM<kDType, 3>(df, a, n_begin, n_end, raw);
+    case 4:
+      return DecodeRowsM<kDType, 4>(df, a, n_begin, n_end, raw);
+    case 5:
+      return DecodeRowsM<kDType, 5>(df, a, n_begin, n_end, raw);
+    case 6:
+      return DecodeRowsM<kDType, 6>(df, a, n_begin, n_end, raw);
+    case 7:
+      return DecodeRowsM<kDType, 7>(df, a, n_begin, n_end, raw);
+    default:
+      return DecodeRowsM<kDType, 8>(df, a, n_begin, n_end, raw);
   }
 }
 

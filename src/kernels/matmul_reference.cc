@@ -23,7 +23,8 @@ void DequantizeRow(const WeightView& w, int64_t row, int64_t k_begin, int64_t co
     }
     case DType::kF8E4M3: {
       const uint8_t* src = static_cast<const uint8_t*>(w.data) + row * w.cols;
-      const float* scale_row = w.scale + ((row + w.scale_row_offset) / kFp8BlockSize) * w.ScaleCols();
+      const float* scale_row =
+          w.scale + ((row + w.scale_row_offset) / kFp8BlockSize) * w.ScaleCols();
       for (int64_t i = 0; i < count;) {
         int64_t k = k_begin + i;
         int64_t block_end = std::min(k_begin + count, (k / kFp8BlockSize + 1) * kFp8BlockSize);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -23,13 +24,15 @@ double MaxAbs(const std::vector<float>& v) {
 
 class MatMulTest : public ::testing::TestWithParam<DType> {};
 
-// Decode (M <= 8) and blocked (M > 8) paths, ragged K (vector and FP8-block tails) and N
-// (several packed blocks, partial panels), on every SIMD target.
+// Decode (M <= 8), dequantize-once (M > 8, M x K small) and blocked (M x K large)
+// paths, ragged K (vector and FP8-block tails) and N (several packed blocks, partial panels),
+// on every SIMD target.
 TEST_P(MatMulTest, MatchesReferenceAndIsThreadCountInvariant) {
   ThreadPool one(1), two(2), three(3);
   ForEachTarget([&] {
-    for (int64_t m : {1, 2, 3, 5, 8, 9, 17, 30}) {
-      for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {130, 300}, {300, 520}, {37, 1100}}) {
+    for (int64_t m : {1, 2, 3, 5, 8, 9, 17, 30, 40, 80}) {
+      for (auto [n, k] :
+           std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {130, 300}, {300, 520}, {37, 1100}}) {
         TestWeight w = MakeWeight(GetParam(), n, k, static_cast<uint32_t>(n * 7 + k + m));
         std::vector<float> x = RandomVector(m * k, static_cast<uint32_t>(m));
         std::vector<float> ref(m * n), y1(m * n), y2(m * n), y3(m * n);
@@ -43,7 +46,8 @@ TEST_P(MatMulTest, MatchesReferenceAndIsThreadCountInvariant) {
         MatMul(args, three);
         const double max_ref = MaxAbs(ref);
         for (int64_t i = 0; i < m * n; ++i) {
-          ASSERT_NEAR(y1[i], ref[i], 1e-5 * max_ref + 1e-6) << m << "x" << n << "x" << k << " @" << i;
+          ASSERT_NEAR(y1[i], ref[i], 1e-5 * max_ref + 1e-6)
+              << m << "x" << n << "x" << k << " @" << i;
           ASSERT_EQ(y1[i], y2[i]) << m << "x" << n << "x" << k << " @" << i;
           ASSERT_EQ(y1[i], y3[i]) << m << "x" << n << "x" << k << " @" << i;
         }
@@ -59,14 +63,20 @@ TEST_P(MatMulTest, AccumulateAndStrides) {
       const int64_t n = 20, k = 140;
       TestWeight w = MakeWeight(GetParam(), n, k, 5);
       std::vector<float> x(m * (k + 4), 0.5f), y(m * (n + 3), 1.0f), ref(m * (n + 3), 1.0f);
-      MatMulArgs args{.x = x.data(), .x_stride = k + 4, .num_rows = m, .w = w.view, .y = y.data(),
-                      .y_stride = n + 3, .accumulate = true};
+      MatMulArgs args{.x = x.data(),
+                      .x_stride = k + 4,
+                      .num_rows = m,
+                      .w = w.view,
+                      .y = y.data(),
+                      .y_stride = n + 3,
+                      .accumulate = true};
       MatMul(args, pool);
       args.y = ref.data();
       MatMulReference(args);
       for (int64_t i = 0; i < m; ++i) {
         for (int64_t j = 0; j < n; ++j) EXPECT_NEAR(y[i * (n + 3) + j], ref[i * (n + 3) + j], 1e-3);
-        for (int64_t j = n; j < n + 3; ++j) EXPECT_EQ(y[i * (n + 3) + j], 1.0f);  // padding untouched
+        for (int64_t j = n; j < n + 3; ++j)
+          EXPECT_EQ(y[i * (n + 3) + j], 1.0f);  // padding untouched
       }
     }
   });
@@ -99,13 +109,45 @@ TEST_P(MatMulTest, TransposedMatchesReferenceOnUnalignedRowSlices) {
       MatMul(margs, two);
       margs.y = out_ref.data();
       MatMulReference(margs);
-      for (int64_t i = 0; i < m * 100; ++i) ASSERT_NEAR(out[i], out_ref[i], 1e-4 * (1 + std::fabs(out_ref[i])));
+      for (int64_t i = 0; i < m * 100; ++i)
+        ASSERT_NEAR(out[i], out_ref[i], 1e-4 * (1 + std::fabs(out_ref[i])));
     }
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDTypes, MatMulTest, ::testing::Values(DType::kF32, DType::kBF16, DType::kF8E4M3),
-                         [](const auto& info) { return std::string(DTypeName(info.param)).substr(0, 2) == "F8" ? std::string("FP8") : std::string(DTypeName(info.param)); });
+// A row's result must not depend on how many other rows share the call, up to the decode
+// batch sizes the dequantize-once path covers (M x K <= 32K floats, K <= 4096): expert
+// parallelism changes those counts, and the FP8 dispatch quantizer would turn a last-bit
+// difference into a visible one. (Prefill-sized M goes to the blocked kernel, which sums in
+// another order.)
+TEST_P(MatMulTest, RowResultsDoNotDependOnBatchSize) {
+  ThreadPool pool(2);
+  ForEachTarget([&] {
+    for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{70, 1100}, {130, 300}}) {
+      const int64_t max_m = std::min<int64_t>(24, 32 * 1024 / ((k + 15) / 16 * 16));
+      TestWeight w = MakeWeight(GetParam(), n, k, static_cast<uint32_t>(n + 3 * k));
+      std::vector<float> x = RandomVector(max_m * k, 11);
+      std::vector<float> single(max_m * n);
+      for (int64_t i = 0; i < max_m; ++i)
+        MatMul({.x = x.data() + i * k, .num_rows = 1, .w = w.view, .y = single.data() + i * n},
+               pool);
+      for (int64_t m = 2; m <= max_m; ++m) {
+        std::vector<float> y(m * n);
+        MatMul({.x = x.data(), .num_rows = m, .w = w.view, .y = y.data()}, pool);
+        for (int64_t i = 0; i < m * n; ++i)
+          ASSERT_EQ(y[i], single[i]) << "M=" << m << " " << n << "x" << k << " @" << i;
+      }
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDTypes, MatMulTest,
+                         ::testing::Values(DType::kF32, DType::kBF16, DType::kF8E4M3),
+                         [](const auto& info) {
+                           return std::string(DTypeName(info.param)).substr(0, 2) == "F8"
+                                      ? std::string("FP8")
+                                      : std::string(DTypeName(info.param));
+                         });
 
 // Every e4m3 code (but the two NaNs) through both paths: row n of W repeats code n, x rows are
 // one-hot, so each output is exactly one dequantized weight.
@@ -113,9 +155,11 @@ TEST(MatMulFp8Test, EveryCodeDequantizesExactly) {
   const int64_t n = 256, k = 24;
   std::vector<uint8_t> bytes(n * k);
   for (int64_t r = 0; r < n; ++r)
-    for (int64_t c = 0; c < k; ++c) bytes[r * k + c] = (r & 0x7f) == 0x7f ? 0 : static_cast<uint8_t>(r);
+    for (int64_t c = 0; c < k; ++c)
+      bytes[r * k + c] = (r & 0x7f) == 0x7f ? 0 : static_cast<uint8_t>(r);
   std::vector<float> scale = {0.5f, 0.25f};  // row tiles 0 and 1
-  WeightView w{.dtype = DType::kF8E4M3, .rows = n, .cols = k, .data = bytes.data(), .scale = scale.data()};
+  WeightView w{
+      .dtype = DType::kF8E4M3, .rows = n, .cols = k, .data = bytes.data(), .scale = scale.data()};
   ThreadPool pool(2);
   ForEachTarget([&] {
     for (int64_t m : {1, 7, 11}) {
@@ -124,7 +168,8 @@ TEST(MatMulFp8Test, EveryCodeDequantizesExactly) {
       MatMul({.x = x.data(), .num_rows = m, .w = w, .y = y.data()}, pool);
       for (int64_t i = 0; i < m; ++i)
         for (int64_t r = 0; r < n; ++r)
-          ASSERT_EQ(y[i * n + r], Fp8E4M3ToF32(bytes[r * k]) * scale[r / 128]) << "m=" << m << " code " << r;
+          ASSERT_EQ(y[i * n + r], Fp8E4M3ToF32(bytes[r * k]) * scale[r / 128])
+              << "m=" << m << " code " << r;
     }
   });
 }

@@ -1,7 +1,8 @@
 // Memory-bandwidth probes the benchmarks compare against, measured in the same run:
-// a SIMD streaming read (sum, four independent accumulators) over a buffer far larger than
-// cache, and the STREAM triad a = b + s * c. Each thread of the pool streams its own
-// contiguous share, first-touched by that thread.
+// a SIMD streaming read (a sum; each thread reads its own contiguous share as four interleaved
+// sequential streams, which is what saturates memory on current CPUs) over a buffer far
+// larger than cache, and the STREAM triad a = b + s * c. Buffers are first-touched by the
+// threads that read them.
 #pragma once
 
 #include <cstdint>

@@ -14,6 +14,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/mla_attention.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+// (foreach_target.h re-includes this file once per target; what follows comes after it.)
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 
@@ -46,12 +47,36 @@ HWY_INLINE void DotMany(DF df, const float* const* q, const float* c, int64_t n,
   }
 }
 
-// o[g] = o[g] * corr[g] + sum_j p[g][j] * rows[j] over L values, for kG heads.
+// o[g] = o[g] * corr[g] + sum_j p[g][j] * rows[j] over L values, for kG heads; two vectors of
+// L per step, so each broadcast weight feeds two FMAs.
 template <int kG, class DF>
 HWY_INLINE void UpdateOutputs(DF df, float* const* o, const float* corr, const float (*p)[kTileS],
                               const float* const* rows, int64_t ts, int64_t L) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   int64_t i = 0;
+  for (; i + 2 * N <= L; i += 2 * N) {
+    hn::Vec<DF> acc0[kG], acc1[kG];
+    HWY_UNROLL(8)
+    for (int g = 0; g < kG; ++g) {
+      const auto c = hn::Set(df, corr[g]);
+      acc0[g] = hn::Mul(hn::LoadU(df, o[g] + i), c);
+      acc1[g] = hn::Mul(hn::LoadU(df, o[g] + i + N), c);
+    }
+    for (int64_t j = 0; j < ts; ++j) {
+      const auto c0 = hn::LoadU(df, rows[j] + i), c1 = hn::LoadU(df, rows[j] + i + N);
+      HWY_UNROLL(8)
+      for (int g = 0; g < kG; ++g) {
+        const auto pv = hn::Set(df, p[g][j]);
+        acc0[g] = hn::MulAdd(pv, c0, acc0[g]);
+        acc1[g] = hn::MulAdd(pv, c1, acc1[g]);
+      }
+    }
+    HWY_UNROLL(8)
+    for (int g = 0; g < kG; ++g) {
+      hn::StoreU(acc0[g], df, o[g] + i);
+      hn::StoreU(acc1[g], df, o[g] + i + N);
+    }
+  }
   for (; i + N <= L; i += N) {
     hn::Vec<DF> acc[kG];
     HWY_UNROLL(8)
@@ -135,14 +160,30 @@ void AttendItems(const MlaAttentionArgs& a, int64_t item_begin, int64_t item_end
     const int h0 = static_cast<int>(item % H);
     const int g = static_cast<int>(std::min<int64_t>({kMaxGroup, H - h0, item_end - item}));
     switch (g) {
-      case 1: AttendGroup<1>(a, t, h0); break;
-      case 2: AttendGroup<2>(a, t, h0); break;
-      case 3: AttendGroup<3>(a, t, h0); break;
-      case 4: AttendGroup<4>(a, t, h0); break;
-      case 5: AttendGroup<5>(a, t, h0); break;
-      case 6: AttendGroup<6>(a, t, h0); break;
-      case 7: AttendGroup<7>(a, t, h0); break;
-      default: AttendGroup<8>(a, t, h0); break;
+      case 1:
+        AttendGroup<1>(a, t, h0);
+        break;
+      case 2:
+        AttendGroup<2>(a, t, h0);
+        break;
+      case 3:
+        AttendGroup<3>(a, t, h0);
+        break;
+      case 4:
+        AttendGroup<4>(a, t, h0);
+        break;
+      case 5:
+        AttendGroup<5>(a, t, h0);
+        break;
+      case 6:
+        AttendGroup<6>(a, t, h0);
+        break;
+      case 7:
+        AttendGroup<7>(a, t, h0);
+        break;
+      default:
+        AttendGroup<8>(a, t, h0);
+        break;
     }
     item += g;
   }
@@ -158,7 +199,10 @@ HWY_EXPORT(AttendItems);
 
 void MlaAttention(const MlaAttentionArgs& a, ThreadPool& pool) {
   const auto attend = HWY_DYNAMIC_DISPATCH(AttendItems);
-  pool.ParallelFor(a.num_tokens * a.num_heads, 1, [&](size_t b, size_t e, int) {
+  // Units of up to 8 heads (one group), fewer when that would leave threads idle.
+  const int64_t items = a.num_tokens * a.num_heads;
+  const int64_t grain = std::clamp<int64_t>(items / pool.num_threads(), 1, 8);
+  pool.ParallelFor(items, grain, [&](size_t b, size_t e, int) {
     attend(a, static_cast<int64_t>(b), static_cast<int64_t>(e));
   });
 }

@@ -19,14 +19,14 @@ namespace epserve::kernels {
 struct MlaAttentionArgs {
   int64_t num_tokens = 0;
   int num_heads = 0;
-  int kv_lora_rank = 0;  // L
-  int rope_dim = 0;      // R
-  const float* q_abs = nullptr;             // [num_tokens, num_heads, L]
-  const float* q_pe = nullptr;              // [num_tokens, num_heads, R] (RoPE applied)
+  int kv_lora_rank = 0;                       // L
+  int rope_dim = 0;                           // R
+  const float* q_abs = nullptr;               // [num_tokens, num_heads, L]
+  const float* q_pe = nullptr;                // [num_tokens, num_heads, R] (RoPE applied)
   const float* const* token_cache = nullptr;  // per token: its sequence's cache, rows of L + R
-  const int64_t* token_pos = nullptr;       // per token: attends to cache rows [0, pos]
+  const int64_t* token_pos = nullptr;         // per token: attends to cache rows [0, pos]
   float softmax_scale = 1.0f;
-  float* out = nullptr;                     // [num_tokens, num_heads, L]
+  float* out = nullptr;  // [num_tokens, num_heads, L]
   // Unused since the softmax became online; kept so existing callers compile unchanged.
   float* scratch = nullptr;
   int64_t scratch_per_thread = 0;

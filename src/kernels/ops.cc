@@ -7,6 +7,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/ops.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+// (foreach_target.h re-includes this file once per target; what follows comes after it.)
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 
@@ -29,7 +30,8 @@ void RmsNormImpl(const float* x, const float* weight, int64_t n, float eps, floa
   const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
   const auto inv_v = hn::Set(df, inv);
   for (i = 0; i + N <= n; i += N)
-    hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(df, x + i), inv_v), hn::LoadU(df, weight + i)), df, out + i);
+    hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(df, x + i), inv_v), hn::LoadU(df, weight + i)), df,
+               out + i);
   for (; i < n; ++i) out[i] = x[i] * inv * weight[i];
 }
 
@@ -51,7 +53,8 @@ void AxpyImpl(float scale, const float* x, int64_t n, float* y) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const auto s = hn::Set(df, scale);
   int64_t i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(hn::MulAdd(s, hn::LoadU(df, x + i), hn::LoadU(df, y + i)), df, y + i);
+  for (; i + N <= n; i += N)
+    hn::StoreU(hn::MulAdd(s, hn::LoadU(df, x + i), hn::LoadU(df, y + i)), df, y + i);
   for (; i < n; ++i) y[i] += scale * x[i];
 }
 
@@ -92,7 +95,9 @@ void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* o
 void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
   HWY_DYNAMIC_DISPATCH(SiluMulImpl)(gate, up, n, out);
 }
-void Axpy(float scale, const float* x, int64_t n, float* y) { HWY_DYNAMIC_DISPATCH(AxpyImpl)(scale, x, n, y); }
+void Axpy(float scale, const float* x, int64_t n, float* y) {
+  HWY_DYNAMIC_DISPATCH(AxpyImpl)(scale, x, n, y);
+}
 void ApplyRope(float* x, const float* cos_sin, int64_t rope_dim) {
   HWY_DYNAMIC_DISPATCH(ApplyRopeImpl)(x, cos_sin, rope_dim);
 }

@@ -8,6 +8,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/quant_silu.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+// (foreach_target.h re-includes this file once per target; what follows comes after it.)
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 
@@ -29,7 +30,8 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> EncodeE4m3(DF df, hn::Vec<DF> v) {
   // Below 2^-6: subnormal codes, spacing 2^-9 (NearestInt rounds half to even).
   const auto sub = hn::BitCast(du, hn::NearestInt(hn::Mul(a, hn::Set(df, 512.0f))));
   code = hn::IfThenElse(hn::RebindMask(du, hn::Lt(a, hn::Set(df, 0.015625f))), sub, code);
-  code = hn::IfThenElse(hn::RebindMask(du, hn::Ge(a, hn::Set(df, kFp8E4M3Max))), hn::Set(du, 0x7eu), code);
+  code = hn::IfThenElse(hn::RebindMask(du, hn::Ge(a, hn::Set(df, kFp8E4M3Max))), hn::Set(du, 0x7eu),
+                        code);
   code = hn::Or(code, sign);
   return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Set(du, 0x7fu), code);
 }
@@ -61,7 +63,8 @@ HWY_INLINE void QuantizeBlock(DF df, const float* v, int64_t len, uint8_t* q, fl
 void QuantizeBlocks(const float* x, int64_t n, uint8_t* q, float* scales) {
   const hn::ScalableTag<float> df;
   for (int64_t b = 0; b < n; b += kFp8BlockSize)
-    QuantizeBlock(df, x + b, std::min<int64_t>(kFp8BlockSize, n - b), q + b, scales + b / kFp8BlockSize);
+    QuantizeBlock(df, x + b, std::min<int64_t>(kFp8BlockSize, n - b), q + b,
+                  scales + b / kFp8BlockSize);
 }
 
 void SiluMulQuantRows(const SiluMulQuantArgs& a, int64_t row_begin, int64_t row_end) {

@@ -18,9 +18,9 @@ struct SiluMulQuantArgs {
   const float* up = nullptr;    // same layout as gate
   int64_t num_rows = 0;
   int64_t row_len = 0;
-  int64_t in_stride = 0;   // floats between rows of gate/up; 0 means row_len
-  uint8_t* q = nullptr;    // [num_rows, row_len] e4m3 codes
-  float* scales = nullptr; // [num_rows, ceil(row_len / 128)]
+  int64_t in_stride = 0;    // floats between rows of gate/up; 0 means row_len
+  uint8_t* q = nullptr;     // [num_rows, row_len] e4m3 codes
+  float* scales = nullptr;  // [num_rows, ceil(row_len / 128)]
 };
 
 void SiluMulQuantFp8(const SiluMulQuantArgs& args, ThreadPool& pool);

@@ -23,7 +23,8 @@ std::vector<float> TrickyValues() {
   for (int code = 0; code < 0x7f; ++code) {
     const float a = Fp8E4M3ToF32(static_cast<uint8_t>(code));
     const float b = Fp8E4M3ToF32(static_cast<uint8_t>(code + 1));
-    for (float x : {a, 0.5f * (a + b), std::nextafter(0.5f * (a + b), 0.0f), std::nextafter(0.5f * (a + b), 1e9f)})
+    for (float x : {a, 0.5f * (a + b), std::nextafter(0.5f * (a + b), 0.0f),
+                    std::nextafter(0.5f * (a + b), 1e9f)})
       if (std::isfinite(x)) v.push_back(x);
   }
   for (float x : {0.015625f, std::nextafter(0.015625f, 0.0f), 447.9f, 448.0f, 0.0f, -0.0f})
@@ -60,7 +61,8 @@ TEST(QuantizeBlocksFp8Test, ScalesAndZeroBlocks) {
     EXPECT_EQ(s[1], 1.0f);
     for (int b : {0, 2}) {
       float amax = 0;
-      for (int64_t i = b * 128; i < std::min<int64_t>(n, (b + 1) * 128); ++i) amax = std::fmax(amax, std::fabs(x[i]));
+      for (int64_t i = b * 128; i < std::min<int64_t>(n, (b + 1) * 128); ++i)
+        amax = std::fmax(amax, std::fabs(x[i]));
       EXPECT_EQ(s[b], amax / 448.0f);
       for (int64_t i = b * 128; i < std::min<int64_t>(n, (b + 1) * 128); ++i)
         ASSERT_EQ(q[i], F32ToFp8E4M3(x[i] * (1.0f / s[b])));
@@ -75,8 +77,13 @@ TEST(SiluMulQuantFp8Test, MatchesReferenceWithinOneCode) {
   const int64_t blocks = 3;
   std::vector<uint8_t> q_ref(rows * len);
   std::vector<float> s_ref(rows * blocks);
-  SiluMulQuantArgs args{.gate = g.data(), .up = u.data(), .num_rows = rows, .row_len = len, .in_stride = stride,
-                        .q = q_ref.data(), .scales = s_ref.data()};
+  SiluMulQuantArgs args{.gate = g.data(),
+                        .up = u.data(),
+                        .num_rows = rows,
+                        .row_len = len,
+                        .in_stride = stride,
+                        .q = q_ref.data(),
+                        .scales = s_ref.data()};
   SiluMulQuantFp8Reference(args);
   ThreadPool pool(2);
   ForEachTarget([&] {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "tensor/weight_view.h"
 
@@ -41,6 +42,26 @@ HWY_INLINE hn::Vec<DF> LoadFp8(DF df, const uint8_t* HWY_RESTRICT p) {
   return hn::PromoteTo(df, hn::BitCast(dh, v));
 }
 
+// 2 * Lanes(df) e4m3 bytes -> two float vectors (values / 256), widening once at full width:
+// fewer instructions per byte than two LoadFp8.
+template <class DF>
+HWY_INLINE void LoadFp8x2(DF df, const uint8_t* HWY_RESTRICT p, hn::Vec<DF>& lo, hn::Vec<DF>& hi) {
+#if HWY_TARGET == HWY_SCALAR
+  lo = LoadFp8(df, p);
+  hi = LoadFp8(df, p + 1);
+#else
+  const hn::Repartition<int16_t, DF> d16;
+  const hn::Rebind<int8_t, decltype(d16)> d8;
+  const hn::Repartition<hwy::float16_t, DF> dh;
+  const hn::Half<decltype(dh)> dhh;
+  auto v = hn::PromoteTo(d16, hn::LoadU(d8, reinterpret_cast<const int8_t*>(p)));
+  v = hn::And(hn::ShiftLeft<7>(v), hn::Set(d16, static_cast<int16_t>(0xBFFF)));
+  const auto h = hn::BitCast(dh, v);
+  lo = hn::PromoteTo(df, hn::LowerHalf(dhh, h));
+  hi = hn::PromoteTo(df, hn::UpperHalf(dhh, h));
+#endif
+}
+
 // Lanes(df) bfloat16 values -> floats (exact).
 template <class DF>
 HWY_INLINE hn::Vec<DF> LoadBf16(DF df, const uint16_t* HWY_RESTRICT p) {
@@ -57,7 +78,8 @@ struct WeightRow {
 
 HWY_INLINE WeightRow RowOf(const WeightView& w, int64_t row) {
   WeightRow r;
-  r.data = static_cast<const uint8_t*>(w.data) + row * w.cols * static_cast<int64_t>(DTypeSize(w.dtype));
+  r.data =
+      static_cast<const uint8_t*>(w.data) + row * w.cols * static_cast<int64_t>(DTypeSize(w.dtype));
   if (w.dtype == DType::kF8E4M3)
     r.scales = w.scale + ((row + w.scale_row_offset) / kFp8BlockSize) * w.ScaleCols();
   return r;
@@ -73,6 +95,18 @@ HWY_INLINE hn::Vec<DF> LoadWeight(DF df, const void* row_data, int64_t k) {
     return LoadBf16(df, static_cast<const uint16_t*>(row_data) + k);
   } else {
     return LoadFp8(df, static_cast<const uint8_t*>(row_data) + k);
+  }
+}
+
+// 2 * Lanes(df) weights of a row starting at element k (see LoadWeight).
+template <DType kDType, class DF>
+HWY_INLINE void LoadWeight2(DF df, const void* row_data, int64_t k, hn::Vec<DF>& lo,
+                            hn::Vec<DF>& hi) {
+  if constexpr (kDType == DType::kF8E4M3) {
+    LoadFp8x2(df, static_cast<const uint8_t*>(row_data) + k, lo, hi);
+  } else {
+    lo = LoadWeight<kDType>(df, row_data, k);
+    hi = LoadWeight<kDType>(df, row_data, k + static_cast<int64_t>(hn::Lanes(df)));
   }
 }
 
@@ -101,8 +135,8 @@ HWY_INLINE float LoadScale(const WeightRow& r, int64_t block) {
 
 // out[i] = W[row, k_begin + i] for i < count, as float (the vectorized DequantizeRow).
 template <DType kDType, class DF>
-HWY_INLINE void DequantizeSpan(DF df, const WeightView& w, int64_t row, int64_t k_begin, int64_t count,
-                               float* HWY_RESTRICT out) {
+HWY_INLINE void DequantizeSpan(DF df, const WeightView& w, int64_t row, int64_t k_begin,
+                               int64_t count, float* HWY_RESTRICT out) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const WeightRow r = RowOf(w, row);
   const int64_t k_end = k_begin + count;
@@ -110,13 +144,30 @@ HWY_INLINE void DequantizeSpan(DF df, const WeightView& w, int64_t row, int64_t 
     const int64_t block = k / kFp8BlockSize;
     const int64_t block_end = std::min(k_end, (block + 1) * kFp8BlockSize);
     const auto s = hn::Set(df, LoadScale<kDType>(r, block));
-    for (; k + N <= block_end; k += N) hn::StoreU(hn::Mul(LoadWeight<kDType>(df, r.data, k), s), df, out + (k - k_begin));
+    for (; k + N <= block_end; k += N)
+      hn::StoreU(hn::Mul(LoadWeight<kDType>(df, r.data, k), s), df, out + (k - k_begin));
     if (k < block_end) {
       alignas(64) float tmp[HWY_MAX_BYTES / sizeof(float)];
       hn::Store(hn::Mul(LoadWeightTail<kDType>(df, r.data, k, block_end - k), s), df, tmp);
       std::memcpy(out + (k - k_begin), tmp, (block_end - k) * sizeof(float));
       k = block_end;
     }
+  }
+}
+
+// out[i] = W[row, i] for i < count as LoadWeight returns it: for FP8 without the block scale
+// (value / 256), for the other dtypes the value itself.
+template <DType kDType, class DF>
+HWY_INLINE void ConvertSpanUnscaled(DF df, const WeightView& w, int64_t row, int64_t count,
+                                    float* HWY_RESTRICT out) {
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const WeightRow r = RowOf(w, row);
+  int64_t k = 0;
+  for (; k + N <= count; k += N) hn::StoreU(LoadWeight<kDType>(df, r.data, k), df, out + k);
+  if (k < count) {
+    alignas(64) float tmp[HWY_MAX_BYTES / sizeof(float)];
+    hn::Store(LoadWeightTail<kDType>(df, r.data, k, count - k), df, tmp);
+    std::memcpy(out + k, tmp, (count - k) * sizeof(float));
   }
 }
 
