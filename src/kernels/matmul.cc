@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matmul.cc"
@@ -88,37 +89,84 @@ size_t RowGrain(const WeightView& w) {
   const int64_t rows = (int64_t{32} << 10) / row_bytes;
   return static_cast<size_t>(std::max<int64_t>(16, (rows + 15) / 16 * 16));
 }
+
+// Columns per work unit of MatMulT: all of them for weights under 64 KB, else 64.
+size_t ColumnGrain(const WeightView& w) {
+  const int64_t bytes = w.rows * w.cols * static_cast<int64_t>(DTypeSize(w.dtype));
+  return bytes < (int64_t{64} << 10) ? static_cast<size_t>(w.cols) : 64;
+}
+
+MatMulArgs Resolved(const MatMulArgs& args) {
+  MatMulArgs a = args;
+  if (a.x_stride == 0) a.x_stride = a.w.cols;
+  if (a.y_stride == 0) a.y_stride = a.w.rows;
+  return a;
+}
+
+MatMulTArgs Resolved(const MatMulTArgs& args) {
+  MatMulTArgs a = args;
+  if (a.x_stride == 0) a.x_stride = a.w.rows;
+  if (a.y_stride == 0) a.y_stride = a.w.cols;
+  return a;
+}
+
+// Runs run(problem, begin, end) over [0, extent(p)) of every problem in units of grain(p),
+// all problems' units in one ParallelFor (unit boundaries depend only on the shapes).
+template <class Args, class Extent, class Grain, class Run>
+void ForEachUnit(std::span<const Args> problems, ThreadPool& pool, Extent extent, Grain grain,
+                 Run run) {
+  std::vector<size_t> first_unit(problems.size() + 1, 0);
+  for (size_t p = 0; p < problems.size(); ++p) {
+    const size_t n = static_cast<size_t>(extent(problems[p])), g = grain(problems[p]);
+    first_unit[p + 1] = first_unit[p] + (n + g - 1) / g;
+  }
+  if (first_unit.back() == 0) return;
+  pool.ParallelFor(first_unit.back(), 1, [&](size_t b, size_t e, int) {
+    size_t p = std::upper_bound(first_unit.begin(), first_unit.end(), b) - first_unit.begin() - 1;
+    for (size_t u = b; u < e; ++u) {
+      while (u >= first_unit[p + 1]) ++p;
+      const size_t n = static_cast<size_t>(extent(problems[p])), g = grain(problems[p]);
+      const size_t begin = (u - first_unit[p]) * g;
+      run(problems[p], static_cast<int64_t>(begin), static_cast<int64_t>(std::min(n, begin + g)));
+    }
+  });
+}
 }  // namespace
 
-void MatMul(const MatMulArgs& args, ThreadPool& pool) {
-  MatMulArgs a = args;
-  const int64_t N = a.w.rows, K = a.w.cols;
-  if (a.num_rows == 0 || N == 0) return;
-  if (a.x_stride == 0) a.x_stride = K;
-  if (a.y_stride == 0) a.y_stride = N;
+void MatMulBatch(std::span<const MatMulArgs> problems, ThreadPool& pool) {
+  std::vector<MatMulArgs> live;
+  live.reserve(problems.size());
+  for (const MatMulArgs& p : problems)
+    if (p.num_rows > 0 && p.w.rows > 0) live.push_back(Resolved(p));
   const auto rows = HWY_DYNAMIC_DISPATCH(MatMulRows);
-  pool.ParallelFor(N, RowGrain(a.w), [&](size_t b, size_t e, int) {
-    rows(a, static_cast<int64_t>(b), static_cast<int64_t>(e));
-  });
+  ForEachUnit<MatMulArgs>(
+      live, pool, [](const MatMulArgs& a) { return a.w.rows; },
+      [](const MatMulArgs& a) { return RowGrain(a.w); },
+      [&](const MatMulArgs& a, int64_t b, int64_t e) { rows(a, b, e); });
 }
 
-void MatMulT(const MatMulTArgs& args, ThreadPool& pool) {
-  MatMulTArgs a = args;
-  const int64_t N = a.w.rows, K = a.w.cols;
-  if (a.num_rows == 0 || K == 0) return;
-  if (a.x_stride == 0) a.x_stride = N;
-  if (a.y_stride == 0) a.y_stride = K;
-  if (N == 0) {
-    for (int64_t m = 0; m < a.num_rows; ++m) std::fill_n(a.y + m * a.y_stride, K, 0.0f);
-    return;
+void MatMul(const MatMulArgs& args, ThreadPool& pool) { MatMulBatch({&args, 1}, pool); }
+
+void MatMulTBatch(std::span<const MatMulTArgs> problems, ThreadPool& pool) {
+  std::vector<MatMulTArgs> live;
+  live.reserve(problems.size());
+  for (const MatMulTArgs& p : problems) {
+    if (p.num_rows == 0 || p.w.cols == 0) continue;
+    const MatMulTArgs a = Resolved(p);
+    if (a.w.rows == 0) {
+      for (int64_t m = 0; m < a.num_rows; ++m) std::fill_n(a.y + m * a.y_stride, a.w.cols, 0.0f);
+      continue;
+    }
+    live.push_back(a);
   }
   const auto columns = HWY_DYNAMIC_DISPATCH(MatMulTColumns);
-  const int64_t bytes = N * K * static_cast<int64_t>(DTypeSize(a.w.dtype));
-  const size_t grain = bytes < (int64_t{64} << 10) ? static_cast<size_t>(K) : 64;
-  pool.ParallelFor(K, grain, [&](size_t b, size_t e, int) {
-    columns(a, static_cast<int64_t>(b), static_cast<int64_t>(e));
-  });
+  ForEachUnit<MatMulTArgs>(
+      live, pool, [](const MatMulTArgs& a) { return a.w.cols; },
+      [](const MatMulTArgs& a) { return ColumnGrain(a.w); },
+      [&](const MatMulTArgs& a, int64_t b, int64_t e) { columns(a, b, e); });
 }
+
+void MatMulT(const MatMulTArgs& args, ThreadPool& pool) { MatMulTBatch({&args, 1}, pool); }
 
 }  // namespace epserve::kernels
 #endif  // HWY_ONCE

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "base/thread_pool.h"
 #include "tensor/weight_view.h"
@@ -33,6 +34,11 @@ struct MatMulArgs {
 
 void MatMul(const MatMulArgs& args, ThreadPool& pool);
 
+// Several independent MatMuls (e.g. the per-head W_uv products, or q_a and kv_a on the same
+// input) in one parallel loop: one wake-up of the pool instead of one per product, and the
+// threads share out all of the weights. Each result is bit-identical to a MatMul call.
+void MatMulBatch(std::span<const MatMulArgs> problems, ThreadPool& pool);
+
 // Scalar reference twin: dequantizes each element and accumulates in double.
 void MatMulReference(const MatMulArgs& args);
 
@@ -47,6 +53,8 @@ struct MatMulTArgs {
   int64_t y_stride = 0;  // 0 means K
 };
 void MatMulT(const MatMulTArgs& args, ThreadPool& pool);
+// Several independent MatMulTs in one parallel loop (see MatMulBatch).
+void MatMulTBatch(std::span<const MatMulTArgs> problems, ThreadPool& pool);
 void MatMulTReference(const MatMulTArgs& args);
 
 // Dequantizes W[row, k_begin : k_begin + count] into out (float32).

@@ -141,6 +141,45 @@ TEST_P(MatMulTest, RowResultsDoNotDependOnBatchSize) {
   });
 }
 
+// One parallel loop over several products gives each the bits of its own MatMul / MatMulT
+// call, with mixed dtypes and shapes, strided x and y, and an empty product among them.
+TEST(MatMulBatchTest, EachProductEqualsItsOwnCall) {
+  ThreadPool pool(3);
+  ForEachTarget([&] {
+    const int64_t m = 3;
+    std::vector<TestWeight> ws;
+    ws.push_back(MakeWeight(DType::kF8E4M3, 300, 256, 1));
+    ws.push_back(MakeWeight(DType::kBF16, 37, 256, 2));
+    ws.push_back(MakeWeight(DType::kF32, 130, 256, 3));
+    std::vector<float> x = RandomVector(m * 2 * 300, 5);
+    std::vector<MatMulArgs> mm;
+    std::vector<MatMulTArgs> mt;
+    std::vector<std::vector<float>> y_batch, yt_batch;
+    for (size_t i = 0; i < ws.size(); ++i) {
+      y_batch.emplace_back(m * 2 * ws[i].view.rows, -1.0f);
+      yt_batch.emplace_back(m * 2 * ws[i].view.cols, -1.0f);
+      mm.push_back({.x = x.data() + i, .x_stride = 2 * 256, .num_rows = m, .w = ws[i].view,
+                    .y = y_batch[i].data(), .y_stride = 2 * ws[i].view.rows});
+      mt.push_back({.x = x.data() + i, .x_stride = 2 * ws[i].view.rows, .num_rows = m,
+                    .w = ws[i].view, .y = yt_batch[i].data(), .y_stride = 2 * ws[i].view.cols});
+    }
+    mm.push_back({.x = x.data(), .num_rows = 0, .w = ws[0].view, .y = nullptr});
+    MatMulBatch(mm, pool);
+    MatMulTBatch(mt, pool);
+    for (size_t i = 0; i < ws.size(); ++i) {
+      std::vector<float> y(y_batch[i].size(), -1.0f), yt(yt_batch[i].size(), -1.0f);
+      MatMulArgs a = mm[i];
+      a.y = y.data();
+      MatMul(a, pool);
+      MatMulTArgs at = mt[i];
+      at.y = yt.data();
+      MatMulT(at, pool);
+      ASSERT_EQ(y, y_batch[i]) << "MatMul product " << i;
+      ASSERT_EQ(yt, yt_batch[i]) << "MatMulT product " << i;
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(AllDTypes, MatMulTest,
                          ::testing::Values(DType::kF32, DType::kBF16, DType::kF8E4M3),
                          [](const auto& info) {

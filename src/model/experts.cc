@@ -14,8 +14,9 @@ void RunMlp(const MlpWeights& w, const float* x, int64_t rows, float* out, MlpSc
   const int64_t width = w.gate.rows;
   s.gate.resize(std::max<size_t>(s.gate.size(), rows * width));
   s.up.resize(std::max<size_t>(s.up.size(), rows * width));
-  kernels::MatMul({.x = x, .num_rows = rows, .w = w.gate, .y = s.gate.data()}, pool);
-  kernels::MatMul({.x = x, .num_rows = rows, .w = w.up, .y = s.up.data()}, pool);
+  const kernels::MatMulArgs gate_up[] = {{.x = x, .num_rows = rows, .w = w.gate, .y = s.gate.data()},
+                                         {.x = x, .num_rows = rows, .w = w.up, .y = s.up.data()}};
+  kernels::MatMulBatch(gate_up, pool);
   kernels::SiluMul(s.gate.data(), s.up.data(), rows * width, s.gate.data());
   kernels::MatMul({.x = s.gate.data(), .num_rows = rows, .w = w.down, .y = out}, pool);
 }

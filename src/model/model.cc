@@ -22,6 +22,8 @@ struct Model::Workspace {
   std::vector<float> x, xn, q_a, q, kv_a, q_abs, q_pe, o_lat, o, o_gather, o_full, attn_out, ffn_out;
   std::vector<float> router_logits, gate_scratch, weights, attn_scratch;
   std::vector<int32_t> expert_ids;
+  std::vector<kernels::MatMulTArgs> uk_args;  // per-head W_uk products
+  std::vector<kernels::MatMulArgs> uv_args;   // per-head W_uv products
   MlpScratch mlp;
 };
 
@@ -124,23 +126,26 @@ Status Model::Attention(int l, LatentKvCache& cache) {
   const int nope = c.qk_nope_head_dim, qhd = c.qk_head_dim(), vd = c.v_head_dim, row = c.kv_a_dim();
   const float eps = static_cast<float>(c.rms_norm_eps);
   double t0 = NowSeconds();
-  // Projections.
+  // Projections: the query's first projection and kv_a read the same input, so they run as one
+  // parallel loop (SPEC §2's fused q_a + kv_a).
   w.q.resize(T * heads * qhd);
+  w.kv_a.resize(T * row);
+  const kernels::MatMulArgs kv_a{.x = w.xn.data(), .num_rows = T, .w = a.kv_a, .y = w.kv_a.data()};
   if (c.q_lora_rank > 0) {
     w.q_a.resize(T * c.q_lora_rank);
-    kernels::MatMul({.x = w.xn.data(), .num_rows = T, .w = a.q_a, .y = w.q_a.data()}, pool_);
+    const kernels::MatMulArgs first[] = {{.x = w.xn.data(), .num_rows = T, .w = a.q_a, .y = w.q_a.data()}, kv_a};
+    kernels::MatMulBatch(first, pool_);
     for (int64_t t = 0; t < T; ++t)
       kernels::RmsNorm(&w.q_a[t * c.q_lora_rank], a.q_a_norm.data(), c.q_lora_rank, eps, &w.q_a[t * c.q_lora_rank]);
     kernels::MatMul({.x = w.q_a.data(), .num_rows = T, .w = a.q_b.RowSlice(int64_t{h0} * qhd, int64_t{heads} * qhd),
                      .y = w.q.data()},
                     pool_);
   } else {
-    kernels::MatMul({.x = w.xn.data(), .num_rows = T, .w = a.q.RowSlice(int64_t{h0} * qhd, int64_t{heads} * qhd),
-                     .y = w.q.data()},
-                    pool_);
+    const kernels::MatMulArgs first[] = {
+        {.x = w.xn.data(), .num_rows = T, .w = a.q.RowSlice(int64_t{h0} * qhd, int64_t{heads} * qhd), .y = w.q.data()},
+        kv_a};
+    kernels::MatMulBatch(first, pool_);
   }
-  w.kv_a.resize(T * row);
-  kernels::MatMul({.x = w.xn.data(), .num_rows = T, .w = a.kv_a, .y = w.kv_a.data()}, pool_);
   // Latent cache rows: normalized c_kv and rotated k_pe.
   for (int64_t t = 0; t < T; ++t) {
     float* kv = &w.kv_a[t * row];
@@ -159,12 +164,14 @@ Status Model::Attention(int l, LatentKvCache& cache) {
       std::memcpy(qp, &w.q[(t * heads + h) * qhd + nope], R * sizeof(float));
       kernels::ApplyRope(qp, rope_.Row(w.token_pos[t]), R);
     }
+  // All heads' W_uk products in one parallel loop.
+  w.uk_args.resize(heads);
   for (int h = 0; h < heads; ++h) {
-    kernels::MatMulT({.x = &w.q[h * qhd], .x_stride = heads * qhd, .num_rows = T,
-                      .w = a.kv_b.RowSlice(static_cast<int64_t>(h0 + h) * (nope + vd), nope), .y = &w.q_abs[h * L],
-                      .y_stride = static_cast<int64_t>(heads) * L},
-                     pool_);
+    w.uk_args[h] = {.x = &w.q[h * qhd], .x_stride = heads * qhd, .num_rows = T,
+                    .w = a.kv_b.RowSlice(static_cast<int64_t>(h0 + h) * (nope + vd), nope), .y = &w.q_abs[h * L],
+                    .y_stride = static_cast<int64_t>(heads) * L};
   }
+  kernels::MatMulTBatch(w.uk_args, pool_);
   times_.gemm += NowSeconds() - t0;
   t0 = NowSeconds();
   int64_t max_len = 0;
@@ -180,12 +187,13 @@ Status Model::Attention(int l, LatentKvCache& cache) {
   t0 = NowSeconds();
   // Values: W_uv per head on the latent output, then the output projection.
   w.o.resize(T * heads * vd);
+  w.uv_args.resize(heads);
   for (int h = 0; h < heads; ++h) {
-    kernels::MatMul({.x = &w.o_lat[h * L], .x_stride = static_cast<int64_t>(heads) * L, .num_rows = T,
-                     .w = a.kv_b.RowSlice(static_cast<int64_t>(h0 + h) * (nope + vd) + nope, vd), .y = &w.o[h * vd],
-                     .y_stride = static_cast<int64_t>(heads) * vd},
-                    pool_);
+    w.uv_args[h] = {.x = &w.o_lat[h * L], .x_stride = static_cast<int64_t>(heads) * L, .num_rows = T,
+                    .w = a.kv_b.RowSlice(static_cast<int64_t>(h0 + h) * (nope + vd) + nope, vd), .y = &w.o[h * vd],
+                    .y_stride = static_cast<int64_t>(heads) * vd};
   }
+  kernels::MatMulBatch(w.uv_args, pool_);
   times_.gemm += NowSeconds() - t0;
   const float* o_all = w.o.data();
   if (tp_.size > 1) {
