@@ -67,6 +67,7 @@ struct StrategyFlags {
   int expert_groups = 0;
   bool no_replication = false;
   bool no_machine_replication = false;
+  bool no_rank_rebalance = false;
   std::string machine_grouping = "nonuniform";
   double r = -1;
   uint64_t seed = 1;
@@ -116,6 +117,9 @@ void AddStrategyOptions(CLI::App* cmd, StrategyFlags* f) {
   cmd->add_flag("--no-machine-replication", f->no_machine_replication,
                 "grace: skip the machine-level replication step (copies of the heaviest "
                 "machine's hot experts on the other machines); only the heaviest rank's");
+  cmd->add_flag("--no-rank-rebalance", f->no_rank_rebalance,
+                "grace: skip the rank-level rebalancing (moves and swaps of copies between the "
+                "ranks of one machine to even out their predicted loads)");
   cmd->add_option("--r", f->r, "grace: fixed non-uniformity ratio r instead of the knee");
   cmd->add_option("--machine-grouping", f->machine_grouping,
                   "grace: nonuniform (SPEC §8: fully non-uniform over machines) | controlled "
@@ -151,6 +155,7 @@ GraceOptions MakeGraceOptions(const StrategyFlags& f) {
   g.fixed_r = f.r;
   g.replication = !f.no_replication;
   g.machine_replication = !f.no_machine_replication;
+  g.rank_rebalance = !f.no_rank_rebalance;
   g.seed = f.seed;
   g.machine_grouping = f.machine_grouping == "controlled" ? MachineGrouping::kControlled
                                                           : MachineGrouping::kNonUniform;

@@ -30,6 +30,8 @@ StatusOr<VariantSpec> ParseVariant(const std::string& name) {
       spec.place.grace.replication = false;
     } else if (strategy == Strategy::kGrace && s == "nomrep") {
       spec.place.grace.machine_replication = false;
+    } else if (strategy == Strategy::kGrace && s == "norebal") {
+      spec.place.grace.rank_rebalance = false;
     } else if (strategy == Strategy::kGrace && s == "mknee") {
       spec.place.grace.machine_grouping = MachineGrouping::kControlled;
     } else {
@@ -41,8 +43,9 @@ StatusOr<VariantSpec> ParseVariant(const std::string& name) {
 
 std::vector<std::string> AllVariants() {
   // "grace" comes before "grace+nomrep", so eplb is matched to the full method's copies.
-  return {"contiguous", "eplb+hierarchical", "eplb+global", "eplb+global+topo", "grace+norep",
-          "grace+wrr",  "grace",             "grace+nomrep"};
+  return {"contiguous",   "eplb+hierarchical", "eplb+global", "eplb+global+topo",
+          "grace+norep",  "grace+wrr",         "grace",       "grace+nomrep",
+          "grace+norebal"};
 }
 
 StatusOr<std::vector<CompareRow>> Compare(const Trace& profile, const Trace& holdout,
@@ -58,6 +61,7 @@ StatusOr<std::vector<CompareRow>> Compare(const Trace& profile, const Trace& hol
     spec.place.grace.replication = parsed.grace.replication && options.grace.replication;
     spec.place.grace.machine_replication =
         parsed.grace.machine_replication && options.grace.machine_replication;
+    spec.place.grace.rank_rebalance = parsed.grace.rank_rebalance && options.grace.rank_rebalance;
     if (parsed.grace.machine_grouping != MachineGrouping::kNonUniform) {
       spec.place.grace.machine_grouping = parsed.grace.machine_grouping;
     }

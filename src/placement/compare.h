@@ -2,11 +2,13 @@
 // engine of `epserve place evaluate --compare` and of the real-trace check.
 //
 // A variant is a strategy name with optional switches joined by '+':
-//   contiguous | eplb[+hierarchical|+global][+topo] | grace[+norep|+nomrep][+mknee][+wrr]
+//   contiguous | eplb[+hierarchical|+global][+topo]
+//   | grace[+norep|+nomrep][+norebal][+mknee][+wrr]
 // e.g. "eplb+global+topo" or "grace+norep" (no replication) or "grace+nomrep" (no machine-level
-// replication, only the rank-level step). Unless `redundant` is set, every eplb variant gets,
-// layer by layer, as many extra copies as the first grace variant with replication made, so
-// both spend the same memory; without such a grace variant, eplb gets none.
+// replication, only the rank-level step) or "grace+norebal" (no rank-level rebalancing). Unless
+// `redundant` is set, every eplb variant gets, layer by layer, as many extra copies as the first
+// grace variant with replication made, so both spend the same memory; without such a grace
+// variant, eplb gets none.
 #pragma once
 
 #include <functional>

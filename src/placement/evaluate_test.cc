@@ -109,6 +109,12 @@ TEST(CompareTest, ParsesVariants) {
   v = ParseVariant("grace+norep");
   ASSERT_TRUE(v.ok());
   EXPECT_FALSE(v->place.grace.replication);
+  EXPECT_TRUE(v->place.grace.rank_rebalance);
+  v = ParseVariant("grace+norebal");
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->place.grace.replication);
+  EXPECT_FALSE(v->place.grace.rank_rebalance);
+  EXPECT_FALSE(ParseVariant("eplb+norebal").ok());
   EXPECT_FALSE(ParseVariant("grace+global").ok());
   EXPECT_FALSE(ParseVariant("contiguous+topo").ok());
   EXPECT_FALSE(ParseVariant("random").ok());

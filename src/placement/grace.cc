@@ -9,6 +9,18 @@
 
 namespace epserve::placement {
 
+void SetInverseLoadWeights(const std::vector<double>& rank_load, LayerPlacement* layer) {
+  for (auto& copies : layer->copies) {
+    if (copies.size() < 2) continue;
+    double sum = 0;
+    for (ExpertCopy& c : copies) {
+      c.weight = rank_load[c.rank] > 0 ? 1.0 / rank_load[c.rank] : 1.0;
+      sum += c.weight;
+    }
+    for (ExpertCopy& c : copies) c.weight /= sum;
+  }
+}
+
 int ReplicaCount(double w_max, double w_mean, int num_ranks) {
   if (num_ranks < 2 || !(w_mean > 0)) return 0;
   const int skew = static_cast<int>(std::floor(w_max / w_mean));
@@ -297,14 +309,21 @@ StatusOr<GraceLayerResult> PlaceGraceLayer(const LayerProfile& profile, const To
     for (int r = 0; r < topology.num_ranks(); ++r) {
       for (const auto& [e, share] : shares[r]) predicted[r] += share;
     }
-    for (auto& copies : layer.copies) {
-      if (copies.size() < 2) continue;
-      double sum = 0;
-      for (ExpertCopy& c : copies) {
-        c.weight = predicted[c.rank] > 0 ? 1.0 / predicted[c.rank] : 1.0;
-        sum += c.weight;
-      }
-      for (ExpertCopy& c : copies) c.weight /= sum;
+    SetInverseLoadWeights(predicted, &layer);
+  }
+  if (options.rank_rebalance) {
+    report.rebalance = RebalanceRanks(&layer, profile.load, topology, options.routing);
+    // Step 6a again, now with loads predicted where the router sends tokens and for the ranks
+    // the copies ended up on (the weights above came from the replication step's uniform
+    // shares on the ranks before the rebalancing).
+    const std::vector<double> predicted =
+        PredictRankLoads(layer, profile.load, topology, options.routing);
+    SetInverseLoadWeights(predicted, &layer);
+    const std::vector<double> after =
+        PredictRankLoads(layer, profile.load, topology, options.routing);
+    const double mean = std::accumulate(after.begin(), after.end(), 0.0) / after.size();
+    if (mean > 0) {
+      report.rebalance.max_over_mean_after = *std::max_element(after.begin(), after.end()) / mean;
     }
   }
   return result;

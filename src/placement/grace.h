@@ -3,6 +3,8 @@
 // like the grouping at both levels of the hierarchy: the hot experts of the heaviest machine are
 // copied to the least-loaded ranks of the least-loaded machines, then the hot experts of the
 // heaviest rank to the least-loaded ranks; routing weights follow from the predicted loads.
+// Last, copies are moved and swapped between the ranks of each machine to even out the loads
+// the routing policy is predicted to give them (rebalance.h); machines keep their experts.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,7 @@
 #include "placement/affinity.h"
 #include "placement/grouping.h"
 #include "placement/placement.h"
+#include "placement/rebalance.h"
 
 namespace epserve::placement {
 
@@ -35,6 +38,13 @@ struct GraceOptions {
   // leaves one machine with most of the load, so its hot experts get copies on the other
   // machines (PlanMachineReplication). false: only the rank-level step of SPEC §8.
   bool machine_replication = true;
+  // After grouping and replication, move and swap copies between the ranks of each machine to
+  // even out the predicted rank loads (RebalanceRanks in rebalance.h). Machines keep their
+  // experts, so cross-machine traffic does not change. false: ranks as grouped and replicated.
+  bool rank_rebalance = true;
+  // The routing the placement will be used with; the load prediction of the rebalancing step
+  // follows it (Place sets it from the placement's routing).
+  RoutingPolicy routing = RoutingPolicy::kTopology;
   // > 0: at most this many extra copies per layer (fewer hot experts, then fewer replicas).
   int max_extra_copies = 0;
   uint64_t seed = 1;
@@ -93,6 +103,11 @@ MachineReplicationPlan PlanMachineReplication(const Topology& topology,
                                               const std::vector<double>& expert_load,
                                               int max_extra_copies);
 
+// SPEC §8 step 6a: every replicated expert's copies get weights proportional to 1 / the
+// predicted load of their rank, normalized to sum 1 (a rank predicted idle counts as weight 1
+// before normalizing). Experts with one copy keep their weight.
+void SetInverseLoadWeights(const std::vector<double>& rank_load, LayerPlacement* layer);
+
 struct GraceMachineCurve {
   int node = 0;
   int num_experts = 0;
@@ -109,6 +124,7 @@ struct GraceLayerReport {
   std::vector<GraceMachineCurve> curves;
   MachineReplicationPlan machine_replication;
   ReplicationPlan replication;
+  RebalanceReport rebalance;  // with GraceOptions::rank_rebalance
 };
 
 struct GraceLayerResult {

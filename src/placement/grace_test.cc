@@ -163,6 +163,7 @@ TEST(GraceTest, PlacesCliquesOnRanksAndRelatedCliquesOnMachines) {
 TEST(GraceTest, ReplicatesTheHotCliqueWithInverseLoadWeights) {
   GraceOptions options;
   options.machine_replication = false;  // the rank-level step of SPEC §8 alone
+  options.rank_rebalance = false;       // and its weights, not the rebalanced ones
   StatusOr<GraceLayerResult> r = PlaceGraceLayer(FourCliques(), Topology{2, 2}, options);
   ASSERT_TRUE(r.ok());
   const ReplicationPlan& plan = r->report.replication;

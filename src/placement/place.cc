@@ -112,8 +112,9 @@ StatusOr<PlaceResult> Place(const Trace& profile, const PlaceOptions& options) {
         return Status::Ok();
       }
       case Strategy::kGrace: {
-        ASSIGN_OR_RETURN(GraceLayerResult r,
-                         PlaceGraceLayer(prof, options.topology, options.grace));
+        GraceOptions grace = options.grace;
+        grace.routing = p.routing;
+        ASSIGN_OR_RETURN(GraceLayerResult r, PlaceGraceLayer(prof, options.topology, grace));
         p.layers[l] = std::move(r.layer);
         result.grace_reports[l] = std::move(r.report);
         return Status::Ok();

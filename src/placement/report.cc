@@ -147,6 +147,12 @@ std::string FormatGraceReport(const GraceLayerReport& report) {
     for (int r : rep.target_ranks) out += Format(" %d", r);
     out += "\n";
   }
+  const RebalanceReport& reb = report.rebalance;
+  if (reb.max_over_mean_before > 0) {
+    out += Format(
+        "  rank rebalancing: %d moves, %d swaps; predicted max/mean rank load %.3f -> %.3f\n",
+        reb.moves, reb.swaps, reb.max_over_mean_before, reb.max_over_mean_after);
+  }
   return out;
 }
 
