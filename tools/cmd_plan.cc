@@ -4,7 +4,10 @@
 //   pick       the cheapest deployment meeting --min-speed and the best throughput at it
 //   roofline   modeled GroupGEMM and GEMM points against the roofs (for the charts)
 //   calibrate  fit efficiency factors to measured kernel times (--measured FILE)
+//   import-bench  `epserve bench kernels --json` runs -> calibration CSV + catalog entry (CPU)
 // Every subcommand prints one JSON object with --json.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -14,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/bench_import.h"
 #include "planner/calibrate.h"
 #include "planner/data_dir.h"
 #include "planner/json_util.h"
@@ -35,6 +39,7 @@ struct CommonFlags {
   int gpus_per_machine = 0;
   int batch = 128, kv_len = 5000, query_len = 2;
   double acceptance = 0.6;
+  double kv_element_bytes = 2;
   std::string overlap = "best";
   bool json = false;
 };
@@ -67,7 +72,8 @@ StatusOr<Loaded> Load(const CommonFlags& f) {
   l.workload = {.batch = f.batch,
                 .kv_len = f.kv_len,
                 .query_len = f.query_len,
-                .acceptance_rate = f.acceptance};
+                .acceptance_rate = f.acceptance,
+                .kv_element_bytes = f.kv_element_bytes};
   RETURN_IF_ERROR(l.workload.Validate());
   return l;
 }
@@ -86,6 +92,9 @@ void AddCommonOptions(CLI::App* cmd, CommonFlags* f, bool workload) {
   cmd->add_option("--query-len", f->query_len, "tokens per request per step (1 + MTP drafts)")
       ->capture_default_str();
   cmd->add_option("--acceptance", f->acceptance, "draft token acceptance rate")
+      ->capture_default_str();
+  cmd->add_option("--kv-element-bytes", f->kv_element_bytes,
+                  "bytes per latent-cache element (2: BF16; 4: the CPU engine's f32 cache)")
       ->capture_default_str();
   cmd->add_option("--overlap", f->overlap, "none | dispatch-overlap | micro-batch | best")
       ->capture_default_str();
@@ -414,6 +423,73 @@ void RunCalibrate(const CalibrateFlags& f, CommandContext& ctx) {
   if (!f.out.empty()) std::printf("wrote %s\n", f.out.c_str());
 }
 
+// ---- plan import-bench ------------------------------------------------------------------------
+
+struct ImportFlags {
+  std::vector<std::string> kernels;
+  std::string csv, hardware_out, name = "cpu";
+  double memory_gb = 0;
+  int ranks_per_machine = 1;
+  bool json = false;
+};
+
+// Physical memory of this machine in decimal GB (0 when the OS does not say).
+double MachineMemoryGb() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * page / 1e9 : 0;
+}
+
+Status RunImport(const ImportFlags& f) {
+  std::vector<nlohmann::json> runs;
+  for (const std::string& path : f.kernels) {
+    ASSIGN_OR_RETURN(nlohmann::json run, ReadJsonFile(path));
+    runs.push_back(std::move(run));
+  }
+  BenchImportOptions options{.name = f.name,
+                             .memory_gb = f.memory_gb > 0 ? f.memory_gb : MachineMemoryGb(),
+                             .ranks_per_machine = f.ranks_per_machine};
+  ASSIGN_OR_RETURN(BenchImport imported, ImportBenchKernels(runs, options));
+  std::string sources;
+  for (const std::string& path : f.kernels) sources += (sources.empty() ? "" : ", ") + path;
+  const std::string csv = MeasuredCsvText(
+      imported.samples, "epserve plan import-bench from `epserve bench kernels --json`: " +
+                            sources + "\nmachine: " + imported.hardware.description);
+  const nlohmann::json catalog = {{"_comment", "written by epserve plan import-bench"},
+                                  {"gpus", nlohmann::json::array({HardwareSpecToJson(imported.hardware)})}};
+  if (!f.csv.empty()) {
+    std::ofstream out(f.csv);
+    out << csv;
+    if (!out) return Status::IoError("cannot write " + f.csv);
+  }
+  if (!f.hardware_out.empty()) {
+    std::ofstream out(f.hardware_out);
+    out << catalog.dump(2) << "\n";
+    if (!out) return Status::IoError("cannot write " + f.hardware_out);
+  }
+  if (f.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const MeasuredKernel& s : imported.samples) {
+      rows.push_back({{"kernel", s.kernel}, {"shape", s.shape}, {"time_us", s.time_us}});
+    }
+    Print({{"command", "plan import-bench"},
+           {"inputs", {{"kernels", f.kernels}, {"csv", f.csv}, {"hardware_out", f.hardware_out}}},
+           {"hardware", HardwareSpecToJson(imported.hardware)},
+           {"samples", rows},
+           {"skipped", imported.skipped}});
+    return Status::Ok();
+  }
+  if (f.csv.empty()) std::printf("%s", csv.c_str());
+  const HardwareSpec& hw = imported.hardware;
+  std::fprintf(stderr,
+               "%s: memory roof %.2f GB/s, compute roof %.1f GFLOP/s, %.1f GB, %zu samples, "
+               "%zu skipped\n",
+               hw.name.c_str(), hw.memory_bandwidth_tbs * 1e3, hw.fp8_tflops * 1e3, hw.memory_gb,
+               imported.samples.size(), imported.skipped.size());
+  for (const std::string& why : imported.skipped) std::fprintf(stderr, "skipped: %s\n", why.c_str());
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterPlanCommand(CLI::App& app, CommandContext& ctx) {
@@ -473,6 +549,25 @@ void RegisterPlanCommand(CLI::App& app, CommandContext& ctx) {
   calibrate->add_option("--measured", cf->measured, "CSV of measured kernel times")->required();
   calibrate->add_option("--out", cf->out, "write the fitted efficiency JSON here");
   calibrate->callback([cf, &ctx] { RunCalibrate(*cf, ctx); });
+
+  auto inf = std::make_shared<ImportFlags>();
+  CLI::App* import = plan->add_subcommand(
+      "import-bench",
+      "turn `epserve bench kernels --json` runs into a calibration CSV and a hardware catalog\n"
+      "entry for this machine (the CPU engine as a planner target; docs/planner.md)");
+  import->add_option("--kernels", inf->kernels, "`bench kernels --json` output (repeatable)")
+      ->required();
+  import->add_option("--csv", inf->csv, "write the calibration CSV here (default: stdout)");
+  import->add_option("--hardware-out", inf->hardware_out, "write a one-entry hardware catalog");
+  import->add_option("--name", inf->name, "catalog name of the machine")->capture_default_str();
+  import->add_option("--memory-gb", inf->memory_gb, "memory capacity (default: this machine's)");
+  import->add_option("--ranks-per-machine", inf->ranks_per_machine, "engine ranks per machine")
+      ->capture_default_str();
+  import->add_flag("--json", inf->json, "print one JSON object");
+  import->callback([inf, &ctx] {
+    Status st = RunImport(*inf);
+    if (!st.ok()) ReportError(ctx, st.message());
+  });
 }
 
 }  // namespace epserve::tools

@@ -171,9 +171,16 @@ void FromParams(const Params& x, const std::string& family, const std::string& s
 Params GridFit(const std::function<double(const Params&)>& loss, Params lo, Params hi,
                const Params& prior) {
   constexpr int kSteps = 24;
-  constexpr int kRounds = 5;
+  constexpr int kRounds = 8;
+  // Each round keeps kZoom grid steps either side of the best point. Overhead and bandwidth
+  // trade off along a narrow valley: a 2-step window could lock onto a coarse-grid compromise
+  // (e.g. 80 us of overhead instead of 5 for ms-long CPU kernels) and never reach the minimum.
+  constexpr double kZoom = 4;
+  // Distance from the prior, all three in log terms (overhead shifted by 1 us so 0 is allowed):
+  // along a flat direction, e.g. one sample for overhead and bandwidth, the overhead stays near
+  // its prior instead of absorbing milliseconds of a long kernel.
   auto distance = [&](const Params& x) {
-    double d = std::fabs(x[0] - prior[0]) / (hi[0] - lo[0] + 1e-9);
+    double d = std::fabs(std::log((x[0] + 1) / (prior[0] + 1)));
     for (int i = 1; i < 3; ++i) d += std::fabs(std::log(x[i] / prior[i]));
     return d;
   };
@@ -204,15 +211,15 @@ Params GridFit(const std::function<double(const Params&)>& loss, Params lo, Para
         }
       }
     }
-    // Zoom in around the best point (two grid steps each side).
+    // Zoom in around the best point (kZoom grid steps each side).
     for (int i = 0; i < 3; ++i) {
       if (i == 0) {
-        const double step = 2 * (hi[0] - lo[0]) / (kSteps - 1);
+        const double step = kZoom * (hi[0] - lo[0]) / (kSteps - 1);
         const double new_lo = std::max(lo[0], best[0] - step);
         hi[0] = std::min(hi[0], best[0] + step);
         lo[0] = new_lo;
       } else {
-        const double ratio = std::pow(hi[i] / lo[i], 2.0 / (kSteps - 1));
+        const double ratio = std::pow(hi[i] / lo[i], kZoom / (kSteps - 1));
         const double new_lo = std::max(lo[i], best[i] / ratio);
         hi[i] = std::min(hi[i], best[i] * ratio);
         lo[i] = new_lo;
@@ -309,8 +316,18 @@ StatusOr<CalibrationResult> Calibrate(const HardwareSpec& hw, const EfficiencyFa
       return sum;
     };
     const Params start = ToParams(prior, family);
-    const Params fitted =
+    const Params free_fit =
         GridFit(loss, {0, 0.005, 0.005}, {std::max(min_time, 1e-3), 1.0, 1.0}, start);
+    // Occam: keep the prior overhead unless freeing it buys a real improvement. Samples that do
+    // not separate overhead from bandwidth (one shape, or only long kernels measured with noise)
+    // would otherwise let a coarse grid step park milliseconds in the overhead.
+    const double overhead = std::min(start[0], std::max(min_time, 1e-3));
+    const Params fixed_fit =
+        GridFit(loss, {overhead, 0.005, 0.005}, {overhead, 1.0, 1.0}, start);
+    const double free_loss = loss(free_fit), fixed_loss = loss(fixed_fit);
+    const bool keep_overhead =
+        fixed_loss <= free_loss + 1e-3 * static_cast<double>(idx.size()) * 1e-2 + 1e-12;
+    const Params fitted = keep_overhead ? fixed_fit : free_fit;
     FromParams(fitted, family,
                "calibrated from " + std::to_string(idx.size()) + " measured " + family +
                    " kernels on " + hw.name,
@@ -328,7 +345,7 @@ StatusOr<CalibrationResult> Calibrate(const HardwareSpec& hw, const EfficiencyFa
       const double base = loss(fitted);
       const bool moves = std::fabs(loss(up) - base) > 1e-9 * (1 + base) ||
                          std::fabs(loss(down) - base) > 1e-9 * (1 + base);
-      (moves ? fit.fitted : fit.kept).push_back(names[i]);
+      (moves && !(i == 0 && keep_overhead) ? fit.fitted : fit.kept).push_back(names[i]);
     }
     result.families.push_back(std::move(fit));
   }

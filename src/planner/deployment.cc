@@ -89,6 +89,7 @@ Status Workload::Validate() const {
   if (batch < 0) return Status::InvalidArgument("batch (requests per DP group) must be >= 0");
   if (kv_len < 0) return Status::InvalidArgument("KV length must be >= 0");
   if (query_len < 1) return Status::InvalidArgument("query length must be >= 1");
+  if (!(kv_element_bytes > 0)) return Status::InvalidArgument("KV element bytes must be > 0");
   if (!(acceptance_rate >= 0 && acceptance_rate <= 1)) {
     return Status::InvalidArgument("acceptance rate must be in [0, 1]");
   }

@@ -43,6 +43,9 @@ struct Workload {
   int kv_len = 5000;             // cached tokens per request
   int query_len = 2;             // tokens per request per step: 1 + MTP draft tokens
   double acceptance_rate = 0.6;  // P(a draft token is accepted)
+  // Bytes per latent-cache element: 2 (BF16, the write-up's engine), 4 (the CPU engine's f32
+  // cache). Scales the attention's cache reads and the KV memory per request.
+  double kv_element_bytes = 2;
 
   Status Validate() const;
   int DraftTokens() const { return query_len - 1; }

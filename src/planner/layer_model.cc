@@ -63,7 +63,8 @@ class PassBuilder {
                          .kv_len = static_cast<double>(w_.kv_len),
                          .heads = heads_,
                          .latent_dim = static_cast<double>(m_.kv_lora_rank),
-                         .rope_dim = static_cast<double>(m_.qk_rope_head_dim)};
+                         .rope_dim = static_cast<double>(m_.qk_rope_head_dim),
+                         .kv_element_bytes = w_.kv_element_bytes};
     Add("attention", KernelKind::kAttention, 2,
         AttentionCost(*ctx_.hw, ctx_.eff->attention, shape));
     Bmm("bmm_v_absorb", 2, m_.kv_lora_rank, m_.v_head_dim);

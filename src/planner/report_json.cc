@@ -17,6 +17,7 @@ nlohmann::json WorkloadToJson(const Workload& w) {
           {"kv_len", w.kv_len},
           {"query_len", w.query_len},
           {"acceptance_rate", w.acceptance_rate},
+          {"kv_element_bytes", w.kv_element_bytes},
           {"tokens_per_step", w.TokensPerStep()}};
 }
 

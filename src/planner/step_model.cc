@@ -105,9 +105,10 @@ MemoryFit EstimateMemory(const PlanContext& ctx, const Deployment& d, const Work
   bytes += m.num_nextn_predict_layers *
            (AttentionBytes(m, d.tp) + MoeBytes(m, d.ep) + m.LinearWeightBytes(h, 2 * h));
   fit.weight_bytes = bytes;
+  // KvBytesPerToken counts BF16 elements; other cache types scale it.
   const double per_token =
       static_cast<double>(UsesMtp(m, w) ? m.KvBytesPerTokenWithMtp() : m.KvBytesPerToken());
-  fit.kv_bytes_per_request = per_token * w.kv_len;
+  fit.kv_bytes_per_request = per_token * w.kv_len * (w.kv_element_bytes / 2.0);
   fit.reserve_bytes = ctx.eff->memory_reserve_gb * 1e9;
   fit.capacity_bytes = ctx.hw->MemoryBytes();
   fit.free_for_kv_bytes = fit.capacity_bytes - fit.weight_bytes - fit.reserve_bytes;
