@@ -39,3 +39,21 @@ MappedFile::~MappedFile() {
 }
 
 }  // namespace epserve
+
+namespace epserve {
+
+void PrefaultPages(const void* data, size_t bytes) {
+  if (data == nullptr || bytes == 0) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(data) + bytes;
+#ifdef MADV_POPULATE_READ
+  if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ) == 0) return;
+#endif
+  // Older kernels: touch one byte per page.
+  volatile uint8_t sink = 0;
+  for (uintptr_t p = begin; p < end; p += page) sink = sink + *reinterpret_cast<const volatile uint8_t*>(p);
+  (void)sink;
+}
+
+}  // namespace epserve

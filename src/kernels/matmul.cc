@@ -121,13 +121,16 @@ void ForEachUnit(std::span<const Args> problems, ThreadPool& pool, Extent extent
     first_unit[p + 1] = first_unit[p] + (n + g - 1) / g;
   }
   if (first_unit.back() == 0) return;
+  // A chunk's consecutive units of one problem run as one call: the kernels block and prefetch
+  // across the whole range.
   pool.ParallelFor(first_unit.back(), 1, [&](size_t b, size_t e, int) {
     size_t p = std::upper_bound(first_unit.begin(), first_unit.end(), b) - first_unit.begin() - 1;
-    for (size_t u = b; u < e; ++u) {
-      while (u >= first_unit[p + 1]) ++p;
+    for (size_t u = b; u < e; p++) {
+      const size_t last = std::min(e, first_unit[p + 1]);
       const size_t n = static_cast<size_t>(extent(problems[p])), g = grain(problems[p]);
-      const size_t begin = (u - first_unit[p]) * g;
-      run(problems[p], static_cast<int64_t>(begin), static_cast<int64_t>(std::min(n, begin + g)));
+      const size_t begin = (u - first_unit[p]) * g, end = std::min(n, (last - first_unit[p]) * g);
+      run(problems[p], static_cast<int64_t>(begin), static_cast<int64_t>(end));
+      u = last;
     }
   });
 }

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "io/mapped_file.h"
 #include "model/tensor_names.h"
 
 namespace epserve {
@@ -149,7 +150,45 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const Checkpoint& ck,
     m.layer = BindLayer(b, c, l, opt);
     w->mtp.push_back(std::move(m));
   }
+  if (opt.prefault) {
+    for (const WeightView* v : w->StreamedViews()) {
+      PrefaultPages(v->data, static_cast<size_t>(v->rows * v->cols * static_cast<int64_t>(DTypeSize(v->dtype))));
+      if (v->scale != nullptr) PrefaultPages(v->scale, static_cast<size_t>(v->ScaleRows() * v->ScaleCols()) * sizeof(float));
+    }
+  }
   return w;
+}
+
+namespace {
+void AddLayerViews(const LayerWeights& l, std::vector<const WeightView*>& out) {
+  auto add = [&](const WeightView& v) {
+    if (!v.empty()) out.push_back(&v);
+  };
+  auto add_mlp = [&](const MlpWeights& m) {
+    add(m.gate);
+    add(m.up);
+    add(m.down);
+  };
+  for (const WeightView* v : {&l.attn.q_a, &l.attn.q_b, &l.attn.q, &l.attn.kv_a, &l.attn.kv_b, &l.attn.o}) add(*v);
+  add_mlp(l.dense);
+  if (l.moe) {
+    add(l.moe->router);
+    add_mlp(l.moe->shared);
+    for (const MlpWeights& e : l.moe->experts) add_mlp(e);
+  }
+}
+}  // namespace
+
+std::vector<const WeightView*> ModelWeights::StreamedViews() const {
+  std::vector<const WeightView*> out;
+  for (const LayerWeights& l : layers) AddLayerViews(l, out);
+  if (!lm_head.empty()) out.push_back(&lm_head);
+  for (const MtpWeights& m : mtp) {
+    for (const WeightView* v : {&m.eh_proj, &m.head})
+      if (!v->empty()) out.push_back(v);
+    AddLayerViews(m.layer, out);
+  }
+  return out;
 }
 
 }  // namespace epserve

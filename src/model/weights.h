@@ -56,6 +56,9 @@ struct MtpWeights {
 struct LoadOptions {
   // Which routed experts to bind; null binds all.
   std::function<bool(int layer, int expert)> want_expert;
+  // Map every bound weight that a forward pass streams (all but the embedding table, which is
+  // read a row per token) into the page table at load, so no decode step pays page faults.
+  bool prefault = true;
 };
 
 struct ModelWeights {
@@ -68,6 +71,10 @@ struct ModelWeights {
 
   static StatusOr<std::unique_ptr<ModelWeights>> Load(const Checkpoint& ckpt, const ModelConfig& config,
                                                       const LoadOptions& options);
+
+  // Every bound weight a forward pass streams (data and FP8 scales), in layer order; the
+  // embedding table is left out. Unbound experts have no views and are not listed.
+  std::vector<const WeightView*> StreamedViews() const;
 };
 
 }  // namespace epserve
