@@ -20,6 +20,7 @@ struct DecodeFlags {
   std::vector<int> batches = {1, 8, 32};
   int prompt_len = 64, steps = 8, threads = 0;
   double bw_gib = 1.0;
+  std::string weights = "copied";
   bool json = false;
 };
 
@@ -33,7 +34,8 @@ Status RunDecode(const DecodeFlags& f) {
   }
   ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
   kernels::BandwidthResult bw = kernels::MeasureBandwidth({.bytes = static_cast<int64_t>(f.bw_gib * (1 << 30))}, pool);
-  ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {}));
+  ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {.memory = f.weights == "copied" ? LoadOptions::Memory::kCopied
+                                                                                 : LoadOptions::Memory::kMapped}));
   ASSIGN_OR_RETURN(auto rows, RunDecodeBench(*loaded, pool, {.batches = f.batches, .prompt_len = f.prompt_len,
                                                               .decode_steps = f.steps}));
   if (f.json) {
@@ -46,7 +48,11 @@ Status RunDecode(const DecodeFlags& f) {
       j["rows"].push_back({{"batch", r.batch}, {"tokens_per_s", r.tokens_per_s}, {"step_ms", r.step_ms},
                            {"weight_bytes_per_step", r.weight_bytes_per_step}, {"kv_bytes_per_step", r.kv_bytes_per_step},
                            {"experts_touched_per_layer", r.experts_touched_per_layer},
-                           {"achieved_gbps", r.achieved_gbps}, {"fraction_of_read_bandwidth", r.achieved_gbps / bw.read_gbps}});
+                           {"achieved_gbps", r.achieved_gbps}, {"fraction_of_read_bandwidth", r.achieved_gbps / bw.read_gbps},
+                           {"phase_ms",
+                            {{"attention_projections", r.phase_ms.gemm}, {"attention", r.phase_ms.attention},
+                             {"gate", r.phase_ms.gate}, {"shared_expert", r.phase_ms.shared_expert},
+                             {"routed_experts", r.phase_ms.routed_experts}, {"lm_head", r.phase_ms.lm_head}}}});
     }
     std::printf("%s\n", j.dump(2).c_str());
     return Status::Ok();
@@ -59,6 +65,15 @@ Status RunDecode(const DecodeFlags& f) {
     std::printf("%6d %10.2f %9.2f %12.1f %10.2f %10.1f %10.2f %8.1f%%\n", r.batch, r.tokens_per_s, r.step_ms,
                 r.weight_bytes_per_step / 1e6, r.kv_bytes_per_step / 1e6, r.experts_touched_per_layer, r.achieved_gbps,
                 100.0 * r.achieved_gbps / bw.read_gbps);
+  }
+  std::printf("\nwhere a step goes, ms (projections = q/kv/o and the absorbed W_uk/W_uv):\n");
+  std::printf("%6s %12s %10s %8s %8s %8s %8s %8s\n", "batch", "projections", "attention", "gate", "shared", "routed",
+              "lm_head", "other");
+  for (const auto& r : rows) {
+    const StepTimes& p = r.phase_ms;
+    const double known = p.gemm + p.attention + p.gate + p.shared_expert + p.routed_experts + p.lm_head;
+    std::printf("%6d %12.2f %10.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n", r.batch, p.gemm, p.attention, p.gate,
+                p.shared_expert, p.routed_experts, p.lm_head, r.step_ms - known);
   }
   return Status::Ok();
 }
@@ -83,6 +98,11 @@ void RegisterBenchCommand(CLI::App& app, CommandContext& ctx) {
   decode->add_option("--steps", f->steps, "decode steps timed per batch size")->capture_default_str();
   decode->add_option("--threads", f->threads, "worker threads (0: all cores)");
   decode->add_option("--bandwidth-gib", f->bw_gib, "buffer size of the bandwidth probe, GiB")->capture_default_str();
+  decode->add_option("--weights", f->weights,
+                     "mapped: stream weights from the checkpoint's file mapping; copied: copy them once "
+                     "into anonymous memory on huge pages")
+      ->check(CLI::IsMember({"mapped", "copied"}))
+      ->capture_default_str();
   decode->add_flag("--json", f->json, "print one JSON object instead of the table");
   decode->callback([f, &ctx] {
     Status st = RunDecode(*f);

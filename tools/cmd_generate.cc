@@ -26,6 +26,7 @@ struct GenerateFlags {
   int threads = 0;
   std::string expert_input = "f32";
   std::string trace_out;
+  std::string weights = "copied";
   // Expert parallelism (under mpirun).
   int tp = 1;
   int ranks_per_node = 0;
@@ -35,6 +36,10 @@ struct GenerateFlags {
   double timeout = 120.0;
   int kill_rank = -1, kill_step = -1, fail_load_rank = -1;
 };
+
+LoadOptions::Memory WeightMemory(const GenerateFlags& f) {
+  return f.weights == "mapped" ? LoadOptions::Memory::kMapped : LoadOptions::Memory::kCopied;
+}
 
 StatusOr<std::vector<int32_t>> ParseIds(const std::string& text, size_t idx) {
   std::vector<int32_t> ids;
@@ -69,7 +74,8 @@ Status RunDistributed(const GenerateFlags& f, const std::string& dir, const std:
   ASSIGN_OR_RETURN(auto mpi, comm::MpiWorld::Init(nullptr, nullptr, {.timeout_seconds = f.timeout}));
   EpRunOptions eo{.model_dir = dir, .prompts = prompts, .generate = opt, .tp = f.tp, .ranks_per_node = f.ranks_per_node,
                   .a2a = f.a2a == "padded" ? comm::A2aMode::kPadded : comm::A2aMode::kSparse,
-                  .placement_path = f.placement, .threads = f.threads, .kill_rank = f.kill_rank, .kill_step = f.kill_step,
+                  .placement_path = f.placement, .threads = f.threads, .weights = WeightMemory(f),
+                  .kill_rank = f.kill_rank, .kill_step = f.kill_step,
                   .fail_load_rank = f.fail_load_rank};
   EpRunResult res;
   EpError err = RunEpGenerate(*mpi, eo, &res);
@@ -115,7 +121,7 @@ Status Run(const GenerateFlags& f) {
   if (comm::LaunchedByMpi()) return RunDistributed(f, dir, prompts, opt);
   if (f.tp != 1 || f.stats || !f.placement.empty())
     return Status::InvalidArgument("--tp, --placement and --stats need several ranks: run under mpirun -np N");
-  ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {}));
+  ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {.memory = WeightMemory(f)}));
   ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
   Model model(loaded->config, *loaded->weights, pool);
   LocalExperts experts(*loaded->weights, pool,
@@ -172,6 +178,11 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--top-p", f->top_p, "nucleus sampling mass")->capture_default_str();
   cmd->add_option("--seed", f->seed, "sampling seed (sequence i uses seed + i)")->capture_default_str();
   cmd->add_option("--threads", f->threads, "worker threads (0: all cores)");
+  cmd->add_option("--weights", f->weights,
+                  "copied: copy the weights this rank streams into anonymous memory on huge pages (fewer "
+                  "TLB misses; costs their size in RAM); mapped: read them from the checkpoint's file mapping")
+      ->check(CLI::IsMember({"mapped", "copied"}))
+      ->capture_default_str();
   cmd->add_option("--expert-input", f->expert_input,
                   "f32 | fp8: fp8 rounds expert inputs through the dispatch format, as an expert-parallel run does")
       ->capture_default_str();

@@ -190,10 +190,14 @@ HWY_NOINLINE void MidRows(const MatMulArgs& args, int64_t n_begin, int64_t n_end
   MatMulArgs a = args;
   HWY_ALIGN_MAX float x_aligned[kMidMaxXFloats];
   const int64_t stride = (K + 15) / 16 * 16;  // a multiple of every x86 vector length
-  for (int64_t m = 0; m < M; ++m)
-    std::memcpy(x_aligned + m * stride, a.x + m * a.x_stride, K * sizeof(float));
-  a.x = x_aligned;
-  a.x_stride = stride;
+  const bool aligned = reinterpret_cast<uintptr_t>(a.x) % HWY_MAX_BYTES == 0 &&
+                       (a.x_stride * sizeof(float)) % HWY_MAX_BYTES == 0;
+  if (!aligned) {  // callers with 64-byte aligned rows (AlignedVector) skip the copy
+    for (int64_t m = 0; m < M; ++m)
+      std::memcpy(x_aligned + m * stride, a.x + m * a.x_stride, K * sizeof(float));
+    a.x = x_aligned;
+    a.x_stride = stride;
+  }
   HWY_ALIGN_MAX float w[kMidTile * kMidMaxK];
   for (int64_t n0 = n_begin; n0 < n_end; n0 += kMidTile) {
     const int64_t rows = std::min(kMidTile, n_end - n0);

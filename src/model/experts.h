@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "model/config.h"
@@ -38,7 +39,7 @@ class ExpertBackend {
 // Computes a SwiGLU MLP over rows: out[r] = down(silu(gate x[r]) * up x[r]).
 // Scratch vectors are resized as needed.
 struct MlpScratch {
-  std::vector<float> gate, up;
+  AlignedVector<float> gate, up;
 };
 void RunMlp(const MlpWeights& w, const float* x, int64_t rows, float* out, MlpScratch& scratch, ThreadPool& pool);
 
@@ -82,7 +83,7 @@ class LocalExperts : public ExpertBackend {
   ThreadPool& pool_;
   ExpertInputFormat format_;
   RoutedBatch batch_;
-  std::vector<float> packed_x_, packed_y_;
+  AlignedVector<float> packed_x_, packed_y_;
   MlpScratch scratch_;
 };
 

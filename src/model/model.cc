@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "base/aligned_vector.h"
 #include "base/timer.h"
 #include "kernels/gate.h"
 #include "kernels/matmul.h"
@@ -19,8 +20,8 @@ struct Model::Workspace {
   std::vector<uint32_t> token_seq;
   std::vector<uint64_t> token_key;
   std::vector<const float*> token_cache;
-  std::vector<float> x, xn, q_a, q, kv_a, q_abs, q_pe, o_lat, o, o_gather, o_full, attn_out, ffn_out;
-  std::vector<float> router_logits, gate_scratch, weights, attn_scratch;
+  AlignedVector<float> x, xn, q_a, q, kv_a, q_abs, q_pe, o_lat, o, o_gather, o_full, attn_out, ffn_out;
+  AlignedVector<float> router_logits, gate_scratch, weights, attn_scratch;
   std::vector<int32_t> expert_ids;
   std::vector<kernels::MatMulTArgs> uk_args;  // per-head W_uk products
   std::vector<kernels::MatMulArgs> uv_args;   // per-head W_uv products
@@ -80,7 +81,7 @@ Status Model::Forward(const ForwardBatch& batch, LatentKvCache& cache, float* lo
   // Final norm and LM head on the last token of each chunk.
   const double t0 = NowSeconds();
   const int64_t num_chunks = static_cast<int64_t>(batch.chunks.size());
-  std::vector<float> last(num_chunks * H);
+  AlignedVector<float> last(num_chunks * H);
   t = 0;
   for (int64_t i = 0; i < num_chunks; ++i) {
     t += static_cast<int64_t>(batch.chunks[i].tokens.size());

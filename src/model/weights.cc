@@ -1,5 +1,9 @@
 #include "model/weights.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <map>
 #include <set>
@@ -128,6 +132,42 @@ LayerWeights BindLayer(Binder& b, const ModelConfig& c, int l, const LoadOptions
 
 }  // namespace
 
+namespace {
+size_t DataBytes(const WeightView& v) { return static_cast<size_t>(v.rows * v.cols * static_cast<int64_t>(DTypeSize(v.dtype))); }
+size_t ScaleBytes(const WeightView& v) {
+  return v.scale == nullptr ? 0 : static_cast<size_t>(v.ScaleRows() * v.ScaleCols()) * sizeof(float);
+}
+size_t Align64(size_t n) { return (n + 63) / 64 * 64; }
+
+// Copies every streamed view (data and scales) into one anonymous mapping advised for huge
+// pages and points the views at the copies.
+Status CopyToHugePages(ModelWeights& w) {
+  std::vector<const WeightView*> views = w.StreamedViews();
+  size_t total = 0;
+  for (const WeightView* v : views) total += Align64(DataBytes(*v)) + Align64(ScaleBytes(*v));
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t size = std::max<size_t>(kHuge, (total + kHuge - 1) / kHuge * kHuge);
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return Status::IoError("cannot allocate " + std::to_string(size >> 20) + " MiB for the weights: " + std::strerror(errno));
+  ::madvise(p, size, MADV_HUGEPAGE);  // advisory: without THP the copy still works on 4 KB pages
+  w.copied = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [size](uint8_t* q) { ::munmap(q, size); });
+  uint8_t* dst = w.copied.get();
+  for (const WeightView* cv : views) {
+    WeightView* v = const_cast<WeightView*>(cv);  // the views belong to w, which we own
+    std::memcpy(dst, v->data, DataBytes(*v));
+    v->data = dst;
+    dst += Align64(DataBytes(*v));
+    if (v->scale != nullptr) {
+      std::memcpy(dst, v->scale, ScaleBytes(*v));
+      v->scale = reinterpret_cast<const float*>(dst);
+      dst += Align64(ScaleBytes(*v));
+    }
+  }
+  return Status::Ok();
+}
+}  // namespace
+
 StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const Checkpoint& ck, const ModelConfig& c,
                                                            const LoadOptions& opt) {
   auto w = std::make_unique<ModelWeights>();
@@ -150,10 +190,12 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const Checkpoint& ck,
     m.layer = BindLayer(b, c, l, opt);
     w->mtp.push_back(std::move(m));
   }
-  if (opt.prefault) {
+  if (opt.memory == LoadOptions::Memory::kCopied) {
+    RETURN_IF_ERROR(CopyToHugePages(*w));
+  } else if (opt.prefault) {
     for (const WeightView* v : w->StreamedViews()) {
-      PrefaultPages(v->data, static_cast<size_t>(v->rows * v->cols * static_cast<int64_t>(DTypeSize(v->dtype))));
-      if (v->scale != nullptr) PrefaultPages(v->scale, static_cast<size_t>(v->ScaleRows() * v->ScaleCols()) * sizeof(float));
+      PrefaultPages(v->data, DataBytes(*v));
+      if (v->scale != nullptr) PrefaultPages(v->scale, ScaleBytes(*v));
     }
   }
   return w;

@@ -59,6 +59,12 @@ struct LoadOptions {
   // Map every bound weight that a forward pass streams (all but the embedding table, which is
   // read a row per token) into the page table at load, so no decode step pays page faults.
   bool prefault = true;
+  // Where the streamed weights live: in the checkpoint's file mapping (no copy; 4 KB pages of
+  // the page cache), or copied once into anonymous memory on transparent huge pages (2 MB
+  // pages: far fewer TLB misses when experts scattered over the file are streamed; costs
+  // their size in private memory, per rank).
+  enum class Memory { kMapped, kCopied };
+  Memory memory = Memory::kCopied;
 };
 
 struct ModelWeights {
@@ -68,6 +74,7 @@ struct ModelWeights {
   WeightView lm_head;  // [vocab, hidden]
   std::vector<MtpWeights> mtp;
   std::vector<std::vector<uint8_t>> owned;  // copies of tensors that were not aligned in the file
+  std::shared_ptr<uint8_t> copied;          // LoadOptions::Memory::kCopied: the streamed weights
 
   static StatusOr<std::unique_ptr<ModelWeights>> Load(const Checkpoint& ckpt, const ModelConfig& config,
                                                       const LoadOptions& options);

@@ -51,6 +51,7 @@ StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, Thre
     double seconds = 0, weight_bytes = 0, kv_bytes = 0, experts = 0;
     int moe_layers = 0;
     for (int l = 0; l < c.num_hidden_layers; ++l) moe_layers += c.IsMoeLayer(l) ? 1 : 0;
+    const StepTimes before = model.times();
     for (int step = 0; step < opt.decode_steps; ++step) {
       for (int s = 0; s < batch; ++s) {
         const float* l = &logits[static_cast<size_t>(s) * c.vocab_size];
@@ -72,6 +73,15 @@ StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, Thre
     }
     DecodeBenchRow r;
     r.batch = batch;
+    const StepTimes& after = model.times();
+    const double per_step_ms = 1e3 / opt.decode_steps;
+    r.phase_ms = {.attention = (after.attention - before.attention) * per_step_ms,
+                  .gemm = (after.gemm - before.gemm) * per_step_ms,
+                  .gate = (after.gate - before.gate) * per_step_ms,
+                  .shared_expert = (after.shared_expert - before.shared_expert) * per_step_ms,
+                  .routed_experts = (after.routed_experts - before.routed_experts) * per_step_ms,
+                  .lm_head = (after.lm_head - before.lm_head) * per_step_ms,
+                  .tp_comm = (after.tp_comm - before.tp_comm) * per_step_ms};
     r.step_ms = seconds / opt.decode_steps * 1e3;
     r.tokens_per_s = batch * opt.decode_steps / seconds;
     r.weight_bytes_per_step = weight_bytes / opt.decode_steps;

@@ -8,6 +8,7 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "model/model.h"
 #include "runtime/loaded_model.h"
 
 namespace epserve {
@@ -26,6 +27,8 @@ struct DecodeBenchRow {
   double kv_bytes_per_step = 0;
   double experts_touched_per_layer = 0;
   double achieved_gbps = 0;          // (weights + kv) / step time
+  StepTimes phase_ms;                // per decode step, ms in each phase (model.h); the rest
+                                     // of step_ms is norms, residuals, sampling glue
 };
 
 StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& model, ThreadPool& pool,

@@ -126,7 +126,8 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
   for (int l = 0; l < config.num_hidden_layers; ++l)
     if (config.IsMoeLayer(l))
       for (int e : plan.layers[plan.LayerIndex(l)].slots[me]) mine[l].insert(e);
-  LoadOptions lo{.want_expert = [&mine](int l, int e) { return l < static_cast<int>(mine.size()) && mine[l].count(e) > 0; }};
+  LoadOptions lo{.want_expert = [&mine](int l, int e) { return l < static_cast<int>(mine.size()) && mine[l].count(e) > 0; },
+                 .memory = o.weights};
   auto lm = LoadModel(o.model_dir, lo);
   if (me == o.fail_load_rank) lm = Status::IoError(o.model_dir + ": injected load failure (--fault-fail-load-rank)");
   if (Status agreed = Agree(world, lm.ok() ? Status::Ok() : lm.status()); !agreed.ok()) return {agreed, true};

@@ -24,6 +24,7 @@ struct EpRunOptions {
   comm::A2aMode a2a = comm::A2aMode::kSparse;
   std::string placement_path;  // empty: contiguous equal slices
   int threads = 0;             // 0: cores / ranks on this machine
+  LoadOptions::Memory weights = LoadOptions::Memory::kCopied;  // where a rank's weights live
   // Fault injection for tests: rank `kill_rank` kills itself (SIGKILL) before step `kill_step`.
   int kill_rank = -1, kill_step = -1;
   // Fault injection for tests: rank `fail_load_rank` reports a load failure.
