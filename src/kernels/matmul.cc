@@ -61,14 +61,86 @@ void MatMulTColumnsT(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) {
   }
 }
 
+// The same products for few rows of x without the slab: each weight vector is dequantized in
+// registers (the same LoadWeight * scale as the slab) and multiplied into kM x kVecs
+// accumulators that stay in registers over all of n. The order of operations per y element is
+// the slab kernel's (one FMA chain over n in order), so results are identical for any M.
+constexpr int kDirectVecs = 4;
+
+template <DType kDType, int kM>
+void MatMulTColumnsDirect(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) {
+  const hn::ScalableTag<float> df;
+  using V = hn::Vec<decltype(df)>;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t N = a.w.rows;
+  HWY_ALIGN_MAX float tmp[HWY_MAX_BYTES / sizeof(float)];
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += kDirectVecs * L) {
+    // Vectors in this step; the last may be partial (cols, then zero weights).
+    const int64_t cols = std::min<int64_t>(kDirectVecs * L, k_end - k0);
+    const int vecs = static_cast<int>((cols + L - 1) / L);
+    const int64_t block = k0 / kFp8BlockSize;  // a step never straddles a block (64 | 128)
+    V acc[kM][kDirectVecs];
+    for (int m = 0; m < kM; ++m)
+      for (int v = 0; v < kDirectVecs; ++v) acc[m][v] = hn::Zero(df);
+    for (int64_t n = 0; n < N; ++n) {
+      const WeightRow row = RowOf(a.w, n);
+      const V s = hn::Set(df, LoadScale<kDType>(row, block));
+      V w[kDirectVecs];
+      for (int v = 0; v < kDirectVecs; ++v) {
+        w[v] = hn::Zero(df);
+        if (v >= vecs) continue;
+        const int64_t k = k0 + v * L;
+        w[v] = k + L <= k0 + cols ? LoadWeight<kDType>(df, row.data, k)
+                                  : LoadWeightTail<kDType>(df, row.data, k, k0 + cols - k);
+        w[v] = hn::Mul(w[v], s);
+      }
+      for (int m = 0; m < kM; ++m) {
+        const V xv = hn::Set(df, a.x[m * a.x_stride + n]);
+        for (int v = 0; v < kDirectVecs; ++v)
+          if (v < vecs) acc[m][v] = hn::MulAdd(xv, w[v], acc[m][v]);
+      }
+    }
+    for (int m = 0; m < kM; ++m) {
+      float* y = a.y + m * a.y_stride + k0;
+      for (int v = 0; v < vecs; ++v) {
+        const int64_t k = v * L;
+        if (k + L <= cols) {
+          hn::StoreU(acc[m][v], df, y + k);
+        } else {
+          hn::Store(acc[m][v], df, tmp);
+          std::memcpy(y + k, tmp, (cols - k) * sizeof(float));
+        }
+      }
+    }
+  }
+}
+
+template <DType kDType>
+void MatMulTColumnsDispatch(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) {
+  // Column ranges start at 0 or a multiple of 64 (ColumnGrain), so a step of kDirectVecs vectors
+  // (at most 64 floats on x86) never straddles an FP8 block.
+  switch (a.num_rows) {
+    case 1:
+      return MatMulTColumnsDirect<kDType, 1>(a, k_begin, k_end);
+    case 2:
+      return MatMulTColumnsDirect<kDType, 2>(a, k_begin, k_end);
+    case 3:
+      return MatMulTColumnsDirect<kDType, 3>(a, k_begin, k_end);
+    case 4:
+      return MatMulTColumnsDirect<kDType, 4>(a, k_begin, k_end);
+    default:
+      return MatMulTColumnsT<kDType>(a, k_begin, k_end);
+  }
+}
+
 void MatMulTColumns(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) {
   switch (a.w.dtype) {
     case DType::kF32:
-      return MatMulTColumnsT<DType::kF32>(a, k_begin, k_end);
+      return MatMulTColumnsDispatch<DType::kF32>(a, k_begin, k_end);
     case DType::kBF16:
-      return MatMulTColumnsT<DType::kBF16>(a, k_begin, k_end);
+      return MatMulTColumnsDispatch<DType::kBF16>(a, k_begin, k_end);
     case DType::kF8E4M3:
-      return MatMulTColumnsT<DType::kF8E4M3>(a, k_begin, k_end);
+      return MatMulTColumnsDispatch<DType::kF8E4M3>(a, k_begin, k_end);
   }
 }
 

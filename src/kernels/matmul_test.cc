@@ -88,7 +88,7 @@ TEST_P(MatMulTest, TransposedMatchesReferenceOnUnalignedRowSlices) {
   // Rows [70, 70 + 100): crosses a 128-row FP8 tile boundary.
   WeightView slice = w.view.RowSlice(70, 100);
   ForEachTarget([&] {
-    for (int64_t m : {1, 5, 12}) {
+    for (int64_t m : {1, 2, 3, 4, 5, 12}) {  // direct kernel (M <= 4) and the slab one
       std::vector<float> x(m * 100);
       for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.1f * i);
       std::vector<float> ref(m * 600), y1(m * 600), y2(m * 600);
@@ -136,6 +136,16 @@ TEST_P(MatMulTest, RowResultsDoNotDependOnBatchSize) {
         MatMul({.x = x.data(), .num_rows = m, .w = w.view, .y = y.data()}, pool);
         for (int64_t i = 0; i < m * n; ++i)
           ASSERT_EQ(y[i], single[i]) << "M=" << m << " " << n << "x" << k << " @" << i;
+      }
+      // MatMulT (x [M, n] times W [n, k]): the direct kernel (M <= 4) and the slab kernel.
+      std::vector<float> single_t(max_m * k);
+      for (int64_t i = 0; i < max_m; ++i)
+        MatMulT({.x = x.data() + i * n, .num_rows = 1, .w = w.view, .y = single_t.data() + i * k}, pool);
+      for (int64_t m = 2; m <= max_m; ++m) {
+        std::vector<float> y(m * k);
+        MatMulT({.x = x.data(), .num_rows = m, .w = w.view, .y = y.data()}, pool);
+        for (int64_t i = 0; i < m * k; ++i)
+          ASSERT_EQ(y[i], single_t[i]) << "MatMulT M=" << m << " " << n << "x" << k << " @" << i;
       }
     }
   });
