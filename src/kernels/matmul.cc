@@ -61,11 +61,13 @@ void MatMulTColumnsT(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) {
   }
 }
 
-// The same products for few rows of x without the slab: each weight vector is dequantized in
-// registers (the same LoadWeight * scale as the slab) and multiplied into kM x kVecs
-// accumulators that stay in registers over all of n. The order of operations per y element is
-// the slab kernel's (one FMA chain over n in order), so results are identical for any M.
-constexpr int kDirectVecs = 4;
+// The same products for few rows of x without the slab: W is streamed row by row (each row's
+// columns of the range are contiguous, so the read is one sequential stream), each weight
+// vector dequantized in registers (the same LoadWeight * scale as the slab) and multiplied
+// into an L1-resident accumulator row per x row. The order of operations per y element is the
+// slab kernel's (one FMA chain over n in order, starting from zero), so results are identical
+// for any M and any column split.
+constexpr int64_t kDirectMaxCols = 512;
 
 template <DType kDType, int kM>
 void MatMulTColumnsDirect(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) {
@@ -73,52 +75,34 @@ void MatMulTColumnsDirect(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) 
   using V = hn::Vec<decltype(df)>;
   const int64_t L = static_cast<int64_t>(hn::Lanes(df));
   const int64_t N = a.w.rows;
-  HWY_ALIGN_MAX float tmp[HWY_MAX_BYTES / sizeof(float)];
-  for (int64_t k0 = k_begin; k0 < k_end; k0 += kDirectVecs * L) {
-    // Vectors in this step; the last may be partial (cols, then zero weights).
-    const int64_t cols = std::min<int64_t>(kDirectVecs * L, k_end - k0);
-    const int vecs = static_cast<int>((cols + L - 1) / L);
-    const int64_t block = k0 / kFp8BlockSize;  // a step never straddles a block (64 | 128)
-    V acc[kM][kDirectVecs];
-    for (int m = 0; m < kM; ++m)
-      for (int v = 0; v < kDirectVecs; ++v) acc[m][v] = hn::Zero(df);
+  HWY_ALIGN_MAX float acc[kM][kDirectMaxCols + HWY_MAX_BYTES / sizeof(float)];
+  for (int64_t c0 = k_begin; c0 < k_end; c0 += kDirectMaxCols) {
+    const int64_t cols = std::min(kDirectMaxCols, k_end - c0);
+    const int64_t padded = (cols + L - 1) / L * L;
+    for (int m = 0; m < kM; ++m) std::fill_n(acc[m], padded, 0.0f);
     for (int64_t n = 0; n < N; ++n) {
       const WeightRow row = RowOf(a.w, n);
-      const V s = hn::Set(df, LoadScale<kDType>(row, block));
-      V w[kDirectVecs];
-      for (int v = 0; v < kDirectVecs; ++v) {
-        w[v] = hn::Zero(df);
-        if (v >= vecs) continue;
-        const int64_t k = k0 + v * L;
-        w[v] = k + L <= k0 + cols ? LoadWeight<kDType>(df, row.data, k)
-                                  : LoadWeightTail<kDType>(df, row.data, k, k0 + cols - k);
-        w[v] = hn::Mul(w[v], s);
-      }
-      for (int m = 0; m < kM; ++m) {
-        const V xv = hn::Set(df, a.x[m * a.x_stride + n]);
-        for (int v = 0; v < kDirectVecs; ++v)
-          if (v < vecs) acc[m][v] = hn::MulAdd(xv, w[v], acc[m][v]);
-      }
-    }
-    for (int m = 0; m < kM; ++m) {
-      float* y = a.y + m * a.y_stride + k0;
-      for (int v = 0; v < vecs; ++v) {
-        const int64_t k = v * L;
-        if (k + L <= cols) {
-          hn::StoreU(acc[m][v], df, y + k);
-        } else {
-          hn::Store(acc[m][v], df, tmp);
-          std::memcpy(y + k, tmp, (cols - k) * sizeof(float));
+      V xv[kM];
+      for (int m = 0; m < kM; ++m) xv[m] = hn::Set(df, a.x[m * a.x_stride + n]);
+      for (int64_t j = 0; j < cols;) {  // one FP8 block (or the range's end) at a time
+        const int64_t k = c0 + j;
+        const int64_t block_end = std::min(cols, (k / kFp8BlockSize + 1) * kFp8BlockSize - c0);
+        const V s = hn::Set(df, LoadScale<kDType>(row, k / kFp8BlockSize));
+        for (; j < block_end; j += L) {
+          const V w = hn::Mul(j + L <= block_end ? LoadWeight<kDType>(df, row.data, c0 + j)
+                                                 : LoadWeightTail<kDType>(df, row.data, c0 + j, block_end - j),
+                              s);
+          for (int m = 0; m < kM; ++m)
+            hn::Store(hn::MulAdd(xv[m], w, hn::Load(df, acc[m] + j)), df, acc[m] + j);
         }
       }
     }
+    for (int m = 0; m < kM; ++m) std::memcpy(a.y + m * a.y_stride + c0, acc[m], cols * sizeof(float));
   }
 }
 
 template <DType kDType>
 void MatMulTColumnsDispatch(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) {
-  // Column ranges start at 0 or a multiple of 64 (ColumnGrain), so a step of kDirectVecs vectors
-  // (at most 64 floats on x86) never straddles an FP8 block.
   switch (a.num_rows) {
     case 1:
       return MatMulTColumnsDirect<kDType, 1>(a, k_begin, k_end);
@@ -162,10 +146,11 @@ size_t RowGrain(const WeightView& w) {
   return static_cast<size_t>(std::max<int64_t>(16, (rows + 15) / 16 * 16));
 }
 
-// Columns per work unit of MatMulT: all of them for weights under 64 KB, else 64.
+// Columns per work unit of MatMulT: all of them for weights under 64 KB, else 512 (a multiple
+// of the FP8 block, and one contiguous 512-column strip per row for the direct kernel).
 size_t ColumnGrain(const WeightView& w) {
   const int64_t bytes = w.rows * w.cols * static_cast<int64_t>(DTypeSize(w.dtype));
-  return bytes < (int64_t{64} << 10) ? static_cast<size_t>(w.cols) : 64;
+  return bytes < (int64_t{64} << 10) ? static_cast<size_t>(w.cols) : 512;
 }
 
 MatMulArgs Resolved(const MatMulArgs& args) {
