@@ -1,5 +1,6 @@
 #include "runtime/decode_bench.h"
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -49,27 +50,33 @@ StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, Thre
     std::vector<float> logits(static_cast<size_t>(batch) * c.vocab_size);
     RETURN_IF_ERROR(model.Forward(fb, cache, logits.data()));  // prefill
     double seconds = 0, weight_bytes = 0, kv_bytes = 0, experts = 0;
+    std::vector<std::pair<double, double>> steps;  // (seconds, bytes) of each step
     int moe_layers = 0;
     for (int l = 0; l < c.num_hidden_layers; ++l) moe_layers += c.IsMoeLayer(l) ? 1 : 0;
     const StepTimes before = model.times();
     for (int step = 0; step < opt.decode_steps; ++step) {
+      double kv_step = 0;
       for (int s = 0; s < batch; ++s) {
         const float* l = &logits[static_cast<size_t>(s) * c.vocab_size];
         int32_t best = 0;
         for (int v = 1; v < c.vocab_size; ++v)
           if (l[v] > l[best]) best = v;
         fb.chunks[s].tokens.assign(1, best);
-        kv_bytes += static_cast<double>(cache.length(s) + 1) * c.kv_a_dim() * sizeof(float) * c.num_hidden_layers;
+        kv_step += static_cast<double>(cache.length(s) + 1) * c.kv_a_dim() * sizeof(float) * c.num_hidden_layers;
       }
+      kv_bytes += kv_step;
       for (auto& t : touched) t.clear();
       auto t0 = std::chrono::steady_clock::now();
       RETURN_IF_ERROR(model.Forward(fb, cache, logits.data()));
-      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      seconds += dt;
+      const double weights_before = weight_bytes;
       weight_bytes += dense;
       for (int l = 0; l < c.num_hidden_layers; ++l) {
         for (int e : touched[l]) weight_bytes += MlpBytes(w.layers[l].moe->experts[e]);
         experts += static_cast<double>(touched[l].size());
       }
+      steps.emplace_back(dt, weight_bytes - weights_before + kv_step);
     }
     DecodeBenchRow r;
     r.batch = batch;
@@ -88,6 +95,11 @@ StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, Thre
     r.kv_bytes_per_step = kv_bytes / opt.decode_steps;
     r.experts_touched_per_layer = moe_layers ? experts / opt.decode_steps / moe_layers : 0;
     r.achieved_gbps = (weight_bytes + kv_bytes) / seconds / 1e9;
+    // The median step by time, and its own bytes / time.
+    std::sort(steps.begin(), steps.end());
+    const auto& median = steps[steps.size() / 2];
+    r.median_step_ms = median.first * 1e3;
+    r.median_step_gbps = median.second / median.first / 1e9;
     rows.push_back(r);
   }
   return rows;

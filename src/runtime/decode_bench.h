@@ -16,7 +16,7 @@ namespace epserve {
 struct DecodeBenchOptions {
   std::vector<int> batches = {1, 8, 32};
   int prompt_len = 64;
-  int decode_steps = 8;
+  int decode_steps = 16;
 };
 
 struct DecodeBenchRow {
@@ -26,7 +26,11 @@ struct DecodeBenchRow {
   double weight_bytes_per_step = 0;  // dense + touched experts
   double kv_bytes_per_step = 0;
   double experts_touched_per_layer = 0;
-  double achieved_gbps = 0;          // (weights + kv) / step time
+  double achieved_gbps = 0;          // (weights + kv) / step time, over all steps
+  // The median step (by time): its time, and its own bytes / time. On a noisy machine this is
+  // the typical step; the mean above includes the steps a neighbour slowed down.
+  double median_step_ms = 0;
+  double median_step_gbps = 0;
   StepTimes phase_ms;                // per decode step, ms in each phase (model.h); the rest
                                      // of step_ms is norms, residuals, sampling glue
 };
