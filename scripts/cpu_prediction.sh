@@ -30,7 +30,7 @@ done
 mkdir -p "$out"
 py=/usr/bin/python3
 
-# bench decode's defaults: 64-token prompts, 8 timed steps; attention then reads 65..72 cached
+# The run this script times: 64-token prompts, 8 timed steps; attention then reads 65..72 cached
 # tokens, 68.5 on average.
 prompt_len=64
 steps=8
