@@ -170,7 +170,7 @@ HWY_INLINE void BlockedRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end)
 }
 
 // Medium row counts (a decode batch): packing for the blocked kernel would cost as much as the
-// multiply, so each tile of kMidTile weight rows is dequantized once into an L1/L2-resident
+// multiply, so each tile of kMidTile weight rows is converted once into an L1/L2-resident
 // float buffer and the streaming kernel runs over it for each group of 8 x rows (x copied to
 // aligned storage once).
 constexpr int64_t kMidTile = 8;
@@ -199,29 +199,19 @@ HWY_NOINLINE void MidRows(const MatMulArgs& args, int64_t n_begin, int64_t n_end
     a.x_stride = stride;
   }
   HWY_ALIGN_MAX float w[kMidTile * kMidMaxK];
+  MatMulArgs c = a;
   for (int64_t n0 = n_begin; n0 < n_end; n0 += kMidTile) {
     const int64_t rows = std::min(kMidTile, n_end - n0);
-    MatMulArgs c = a;
-    RawFp8Rows raw;
-    if constexpr (kDType == DType::kF8E4M3) {
-      // Converted without the block scales: the decode kernel folds them in exactly as it does
-      // when it streams the FP8 bytes itself, so M <= 8 and this path agree bit for bit.
-      for (int64_t r = 0; r < rows; ++r) ConvertSpanUnscaled<kDType>(df, a.w, n0 + r, K, w + r * K);
-      raw = RawFp8Rows{.data = w, .row0 = n0};
-    } else {
-      for (int64_t r = 0; r < rows; ++r) DequantizeSpan<kDType>(df, a.w, n0 + r, 0, K, w + r * K);
-      c.w = WeightView{.dtype = DType::kF32, .rows = rows, .cols = K, .data = w};
-    }
-    const int64_t row_base = kDType == DType::kF8E4M3 ? n0 : 0;
+    // Converted as LoadWeight returns them (FP8 without its block scales): the decode kernel
+    // then does exactly the arithmetic of streaming the matrix, so M <= 8 and this path agree
+    // bit for bit.
+    for (int64_t r = 0; r < rows; ++r) ConvertSpanUnscaled<kDType>(df, a.w, n0 + r, K, w + r * K);
+    const RawRows raw{.data = w, .row0 = n0};
     for (int64_t m0 = 0; m0 < M; m0 += kDecodeMaxRows) {
       c.x = a.x + m0 * a.x_stride;
-      c.y = a.y + m0 * a.y_stride + (n0 - row_base);
+      c.y = a.y + m0 * a.y_stride;
       c.num_rows = std::min<int64_t>(kDecodeMaxRows, M - m0);
-      if constexpr (kDType == DType::kF8E4M3) {
-        DecodeRows<kDType>(c, n0, n0 + rows, raw);
-      } else {
-        DecodeRows<DType::kF32>(c, 0, rows);
-      }
+      DecodeRows<kDType>(c, n0, n0 + rows, raw);
     }
   }
 }

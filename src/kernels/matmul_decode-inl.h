@@ -62,22 +62,22 @@ struct DecodeXTail {
   alignas(64) float v[kDecodeMaxRows][HWY_MAX_BYTES / sizeof(float)];
 };
 
-// FP8 rows that were already converted to float without their block scale (values / 256, as
-// LoadFp8 returns them) by the mid path: row n of the matrix is raw[(n - raw_row0) * K ...],
-// its scales those of the FP8 view. The arithmetic is then exactly that of the FP8 path.
-struct RawFp8Rows {
+// Weight rows already converted to float the way LoadWeight returns them (FP8 without its block
+// scale, as value / 256; BF16 and F32 as their values), by the mid path: row n of the matrix is
+// raw[(n - row0) * K ...], its FP8 scales those of the view. The arithmetic is then exactly that
+// of streaming the matrix itself.
+struct RawRows {
   const float* data = nullptr;
   int64_t row0 = 0;
 };
 
 template <DType kDType, int kM, int kR, bool kRaw, class DF>
 HWY_INLINE void DecodeTile(DF df, const MatMulArgs& a, const DecodeXTail& xt, int64_t n0,
-                           const RawFp8Rows& raw) {
+                           const RawRows& raw) {
   using V = hn::Vec<DF>;
   constexpr bool kFold = kFoldScale<kDType>;
   constexpr bool kTotalsInRegisters = kM <= kFoldInRegistersMaxRows;
-  // Weights come from the raw float rows (mid path) or from the matrix itself.
-  constexpr bool from_raw = kDType == DType::kF8E4M3 && kRaw;
+  // kRaw: weights come from the converted rows (mid path), else from the matrix itself.
   constexpr size_t kElem = kDType == DType::kF32 ? 4 : kDType == DType::kBF16 ? 2 : 1;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const int64_t K = a.w.cols;
@@ -87,7 +87,7 @@ HWY_INLINE void DecodeTile(DF df, const MatMulArgs& a, const DecodeXTail& xt, in
     rows[r] = RowOf(a.w, n0 + r);
     next[r] = static_cast<const uint8_t*>(rows[r].data) +
               std::min<int64_t>(kR, a.w.rows - 1 - n0 - r) * K * kElem;
-    if constexpr (from_raw) rows[r].data = raw.data + (n0 + r - raw.row0) * K;
+    if constexpr (kRaw) rows[r].data = raw.data + (n0 + r - raw.row0) * K;
   }
   V acc[kM][kR];
   V total_reg[kTotalsInRegisters ? kM : 1][kTotalsInRegisters ? kR : 1];
@@ -123,7 +123,7 @@ HWY_INLINE void DecodeTile(DF df, const MatMulArgs& a, const DecodeXTail& xt, in
     return w;
   };
   auto load2 = [&](int r, int64_t k, V& lo, V& hi) HWY_ATTR {
-    if constexpr (from_raw) {
+    if constexpr (kRaw) {
       const float* p = static_cast<const float*>(rows[r].data) + k;
       lo = hn::LoadU(df, p);
       hi = hn::LoadU(df, p + N);
@@ -133,12 +133,12 @@ HWY_INLINE void DecodeTile(DF df, const MatMulArgs& a, const DecodeXTail& xt, in
     }
   };
   auto load1 = [&](int r, int64_t k) HWY_ATTR {
-    if constexpr (from_raw)
+    if constexpr (kRaw)
       return hn::LoadU(df, static_cast<const float*>(rows[r].data) + k);
     return LoadWeight<kDType>(df, rows[r].data, k);
   };
   auto load_tail = [&](int r, int64_t k, int64_t count) HWY_ATTR {
-    if constexpr (from_raw)
+    if constexpr (kRaw)
       return LoadWeightTail<DType::kF32>(df, static_cast<const float*>(rows[r].data), k, count);
     return LoadWeightTail<kDType>(df, rows[r].data, k, count);
   };
@@ -220,7 +220,7 @@ constexpr int64_t kDecodeAlignedXFloats = 64 * 1024;  // 256 KB of stack: 8 rows
 
 template <DType kDType, int kM, class DF>
 HWY_NOINLINE void DecodeRowsM(DF df, const MatMulArgs& args, int64_t n_begin, int64_t n_end,
-                              const RawFp8Rows& raw) {
+                              const RawRows& raw) {
   constexpr int kR = DecodeRowTile(kM);
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const int64_t K = args.w.cols;
@@ -242,7 +242,7 @@ HWY_NOINLINE void DecodeRowsM(DF df, const MatMulArgs& args, int64_t n_begin, in
     std::memcpy(xt.v[m], a.x + m * a.x_stride + k_full, (K - k_full) * sizeof(float));
   }
   int64_t n = n_begin;
-  if (kDType == DType::kF8E4M3 && raw.data != nullptr) {
+  if (raw.data != nullptr) {
     for (; n + kR <= n_end; n += kR) DecodeTile<kDType, kM, kR, true>(df, a, xt, n, raw);
     for (; n < n_end; ++n) DecodeTile<kDType, kM, 1, true>(df, a, xt, n, raw);
     return;
@@ -251,11 +251,11 @@ HWY_NOINLINE void DecodeRowsM(DF df, const MatMulArgs& args, int64_t n_begin, in
   for (; n < n_end; ++n) DecodeTile<kDType, kM, 1, false>(df, a, xt, n, raw);
 }
 
-// Rows [n_begin, n_end) of y for a.num_rows in 1..kDecodeMaxRows (strides resolved). For FP8,
-// `raw` may hold those rows already converted (see RawFp8Rows).
+// Rows [n_begin, n_end) of y for a.num_rows in 1..kDecodeMaxRows (strides resolved).
+// `raw` may hold those rows already converted (see RawRows).
 template <DType kDType>
 HWY_INLINE void DecodeRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end,
-                           const RawFp8Rows& raw = {}) {
+                           const RawRows& raw = {}) {
   const hn::ScalableTag<float> df;
   switch (a.num_rows) {
     case 1:
