@@ -67,11 +67,7 @@ TEST_P(GroupedMlpTest, MatchesReferenceAndIsThreadCountInvariant) {
 
 INSTANTIATE_TEST_SUITE_P(AllDTypes, GroupedMlpTest,
                          ::testing::Values(DType::kF32, DType::kBF16, DType::kF8E4M3),
-                         [](const auto& info) {
-                           return std::string(DTypeName(info.param)).substr(0, 2) == "F8"
-                                      ? std::string("FP8")
-                                      : std::string(DTypeName(info.param));
-                         });
+                         [](const auto& info) { return testing::DTypeTestName(info.param); });
 
 TEST(GroupedMlpTest, NoRowsTouchesNothing) {
   std::vector<int64_t> offsets = {0, 0, 0};

@@ -192,11 +192,7 @@ TEST(MatMulBatchTest, EachProductEqualsItsOwnCall) {
 
 INSTANTIATE_TEST_SUITE_P(AllDTypes, MatMulTest,
                          ::testing::Values(DType::kF32, DType::kBF16, DType::kF8E4M3),
-                         [](const auto& info) {
-                           return std::string(DTypeName(info.param)).substr(0, 2) == "F8"
-                                      ? std::string("FP8")
-                                      : std::string(DTypeName(info.param));
-                         });
+                         [](const auto& info) { return testing::DTypeTestName(info.param); });
 
 // Every e4m3 code (but the two NaNs) through both paths: row n of W repeats code n, x rows are
 // one-hot, so each output is exactly one dequantized weight.

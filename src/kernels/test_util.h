@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "hwy/targets.h"
@@ -61,6 +62,12 @@ inline std::vector<float> RandomVector(size_t n, uint32_t seed) {
   std::vector<float> v(n);
   for (auto& x : v) x = dist(rng);
   return v;
+}
+
+// Test-name suffix of a dtype parameter: FP8, BF16, F32.
+inline std::string DTypeTestName(DType dtype) {
+  const std::string name = DTypeName(dtype);
+  return name.substr(0, 2) == "F8" ? std::string("FP8") : name;
 }
 
 }  // namespace epserve::kernels::testing
