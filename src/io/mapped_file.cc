@@ -38,10 +38,6 @@ MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
-}  // namespace epserve
-
-namespace epserve {
-
 void PrefaultPages(const void* data, size_t bytes) {
   if (data == nullptr || bytes == 0) return;
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));

@@ -59,6 +59,16 @@ struct TensorParallel {
 // Wall time spent per part of the step, accumulated over Forward calls (seconds).
 struct StepTimes {
   double attention = 0, gemm = 0, gate = 0, shared_expert = 0, routed_experts = 0, lm_head = 0, tp_comm = 0;
+  // Each phase of this minus `earlier`, times `factor` (e.g. 1e3 / steps: ms per step of a span).
+  StepTimes Delta(const StepTimes& earlier, double factor) const {
+    return {.attention = (attention - earlier.attention) * factor,
+            .gemm = (gemm - earlier.gemm) * factor,
+            .gate = (gate - earlier.gate) * factor,
+            .shared_expert = (shared_expert - earlier.shared_expert) * factor,
+            .routed_experts = (routed_experts - earlier.routed_experts) * factor,
+            .lm_head = (lm_head - earlier.lm_head) * factor,
+            .tp_comm = (tp_comm - earlier.tp_comm) * factor};
+  }
 };
 
 class Model {

@@ -130,21 +130,32 @@ LayerWeights BindLayer(Binder& b, const ModelConfig& c, int l, const LoadOptions
   return w;
 }
 
-}  // namespace
+size_t Align64(int64_t n) { return static_cast<size_t>((n + 63) / 64 * 64); }
 
-namespace {
-size_t DataBytes(const WeightView& v) { return static_cast<size_t>(v.rows * v.cols * static_cast<int64_t>(DTypeSize(v.dtype))); }
-size_t ScaleBytes(const WeightView& v) {
-  return v.scale == nullptr ? 0 : static_cast<size_t>(v.ScaleRows() * v.ScaleCols()) * sizeof(float);
+void AddLayerViews(const LayerWeights& l, std::vector<const WeightView*>& out) {
+  auto add = [&](const WeightView& v) {
+    if (!v.empty()) out.push_back(&v);
+  };
+  auto add_mlp = [&](const MlpWeights& m) {
+    add(m.gate);
+    add(m.up);
+    add(m.down);
+  };
+  for (const WeightView* v : {&l.attn.q_a, &l.attn.q_b, &l.attn.q, &l.attn.kv_a, &l.attn.kv_b, &l.attn.o}) add(*v);
+  add_mlp(l.dense);
+  if (l.moe) {
+    add(l.moe->router);
+    add_mlp(l.moe->shared);
+    for (const MlpWeights& e : l.moe->experts) add_mlp(e);
+  }
 }
-size_t Align64(size_t n) { return (n + 63) / 64 * 64; }
 
 // Copies every streamed view (data and scales) into one anonymous mapping advised for huge
 // pages and points the views at the copies.
 Status CopyToHugePages(ModelWeights& w) {
   std::vector<const WeightView*> views = w.StreamedViews();
   size_t total = 0;
-  for (const WeightView* v : views) total += Align64(DataBytes(*v)) + Align64(ScaleBytes(*v));
+  for (const WeightView* v : views) total += Align64(v->DataBytes()) + Align64(v->ScaleBytes());
   constexpr size_t kHuge = size_t{2} << 20;
   const size_t size = std::max<size_t>(kHuge, (total + kHuge - 1) / kHuge * kHuge);
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -155,13 +166,13 @@ Status CopyToHugePages(ModelWeights& w) {
   uint8_t* dst = w.copied.get();
   for (const WeightView* cv : views) {
     WeightView* v = const_cast<WeightView*>(cv);  // the views belong to w, which we own
-    std::memcpy(dst, v->data, DataBytes(*v));
+    std::memcpy(dst, v->data, v->DataBytes());
     v->data = dst;
-    dst += Align64(DataBytes(*v));
-    if (v->scale != nullptr) {
-      std::memcpy(dst, v->scale, ScaleBytes(*v));
+    dst += Align64(v->DataBytes());
+    if (v->ScaleBytes() > 0) {
+      std::memcpy(dst, v->scale, v->ScaleBytes());
       v->scale = reinterpret_cast<const float*>(dst);
-      dst += Align64(ScaleBytes(*v));
+      dst += Align64(v->ScaleBytes());
     }
   }
   return Status::Ok();
@@ -194,32 +205,12 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const Checkpoint& ck,
     RETURN_IF_ERROR(CopyToHugePages(*w));
   } else if (opt.prefault) {
     for (const WeightView* v : w->StreamedViews()) {
-      PrefaultPages(v->data, DataBytes(*v));
-      if (v->scale != nullptr) PrefaultPages(v->scale, ScaleBytes(*v));
+      PrefaultPages(v->data, v->DataBytes());
+      PrefaultPages(v->scale, v->ScaleBytes());
     }
   }
   return w;
 }
-
-namespace {
-void AddLayerViews(const LayerWeights& l, std::vector<const WeightView*>& out) {
-  auto add = [&](const WeightView& v) {
-    if (!v.empty()) out.push_back(&v);
-  };
-  auto add_mlp = [&](const MlpWeights& m) {
-    add(m.gate);
-    add(m.up);
-    add(m.down);
-  };
-  for (const WeightView* v : {&l.attn.q_a, &l.attn.q_b, &l.attn.q, &l.attn.kv_a, &l.attn.kv_b, &l.attn.o}) add(*v);
-  add_mlp(l.dense);
-  if (l.moe) {
-    add(l.moe->router);
-    add_mlp(l.moe->shared);
-    for (const MlpWeights& e : l.moe->experts) add_mlp(e);
-  }
-}
-}  // namespace
 
 std::vector<const WeightView*> ModelWeights::StreamedViews() const {
   std::vector<const WeightView*> out;

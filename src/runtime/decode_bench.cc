@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <set>
+#include <string>
 
 #include "model/model.h"
 
@@ -31,6 +32,8 @@ StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, Thre
                                                      const DecodeBenchOptions& opt) {
   const ModelConfig& c = lm.config;
   const ModelWeights& w = *lm.weights;
+  if (opt.decode_steps < 1)
+    return Status::InvalidArgument("bench decode: --steps must be at least 1, got " + std::to_string(opt.decode_steps));
   const double dense = DenseBytes(w);
   std::vector<DecodeBenchRow> rows;
   for (int batch : opt.batches) {
@@ -80,15 +83,7 @@ StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, Thre
     }
     DecodeBenchRow r;
     r.batch = batch;
-    const StepTimes& after = model.times();
-    const double per_step_ms = 1e3 / opt.decode_steps;
-    r.phase_ms = {.attention = (after.attention - before.attention) * per_step_ms,
-                  .gemm = (after.gemm - before.gemm) * per_step_ms,
-                  .gate = (after.gate - before.gate) * per_step_ms,
-                  .shared_expert = (after.shared_expert - before.shared_expert) * per_step_ms,
-                  .routed_experts = (after.routed_experts - before.routed_experts) * per_step_ms,
-                  .lm_head = (after.lm_head - before.lm_head) * per_step_ms,
-                  .tp_comm = (after.tp_comm - before.tp_comm) * per_step_ms};
+    r.phase_ms = model.times().Delta(before, 1e3 / opt.decode_steps);
     r.step_ms = seconds / opt.decode_steps * 1e3;
     r.tokens_per_s = batch * opt.decode_steps / seconds;
     r.weight_bytes_per_step = weight_bytes / opt.decode_steps;

@@ -23,12 +23,13 @@ struct WeightView {
   int64_t ScaleRows() const { return (rows + scale_row_offset + kFp8BlockSize - 1) / kFp8BlockSize; }
   int64_t ScaleCols() const { return (cols + kFp8BlockSize - 1) / kFp8BlockSize; }
   bool empty() const { return data == nullptr; }
-  // Bytes a full read of the weight streams (data plus scales).
-  int64_t Bytes() const {
-    int64_t b = rows * cols * static_cast<int64_t>(DTypeSize(dtype));
-    if (dtype == DType::kF8E4M3) b += ScaleRows() * ScaleCols() * 4;
-    return b;
+  // Bytes of the elements, of the FP8 block scales (0 for other dtypes), and a full read of the
+  // weight (both).
+  int64_t DataBytes() const { return rows * cols * static_cast<int64_t>(DTypeSize(dtype)); }
+  int64_t ScaleBytes() const {
+    return dtype == DType::kF8E4M3 ? ScaleRows() * ScaleCols() * static_cast<int64_t>(sizeof(float)) : 0;
   }
+  int64_t Bytes() const { return DataBytes() + ScaleBytes(); }
   // A view of rows [begin, begin + count); any begin, also for FP8.
   WeightView RowSlice(int64_t begin, int64_t count) const;
 };
