@@ -25,37 +25,111 @@ void MatMulRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
 
 // Columns [k_begin, k_end) of y[M, K] = x[M, N] W[N, K] (strides resolved). A slab of up to
 // kSlabRows weight rows x kSlabCols columns is dequantized once and used for every x row; each
-// y element is one FMA chain over n in order, whatever the column split.
+// y element is one FMA chain over n in order, whatever the column split. The multiply is
+// register-blocked (kTRows x rows times kTVecs vectors of columns, all independent chains) and
+// continues each chain through an L1 copy of the y block between slabs, which is exact.
+constexpr int64_t kTSlabRows = 128, kTSlabCols = 64;
+constexpr int kTVecs = 4;
+constexpr int kTRows = kVecRegs == 32 ? 4 : 2;
+
+template <int kRows, class DF>
+HWY_INLINE void SlabTile(DF df, const float* HWY_RESTRICT x, int64_t x_stride,
+                         const float* HWY_RESTRICT slab, int64_t slab_stride, int64_t nn,
+                         float* HWY_RESTRICT acc_rows, int64_t acc_stride, int vecs) {
+  using V = hn::Vec<DF>;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  V acc[kRows][kTVecs];
+  HWY_UNROLL(4)
+  for (int m = 0; m < kRows; ++m) {
+    HWY_UNROLL(4)
+    for (int v = 0; v < kTVecs; ++v)
+      acc[m][v] = v < vecs ? hn::Load(df, acc_rows + m * acc_stride + v * L) : hn::Zero(df);
+  }
+  if (vecs == kTVecs) {
+    for (int64_t n = 0; n < nn; ++n) {
+      V w[kTVecs];
+      HWY_UNROLL(4)
+      for (int v = 0; v < kTVecs; ++v) w[v] = hn::Load(df, slab + n * slab_stride + v * L);
+      HWY_UNROLL(4)
+      for (int m = 0; m < kRows; ++m) {
+        const V xb = hn::Set(df, x[m * x_stride + n]);
+        HWY_UNROLL(4)
+        for (int v = 0; v < kTVecs; ++v) acc[m][v] = hn::MulAdd(xb, w[v], acc[m][v]);
+      }
+    }
+  } else {
+    for (int64_t n = 0; n < nn; ++n) {
+      HWY_UNROLL(4)
+      for (int m = 0; m < kRows; ++m) {
+        const V xb = hn::Set(df, x[m * x_stride + n]);
+        for (int v = 0; v < vecs; ++v)
+          acc[m][v] = hn::MulAdd(xb, hn::Load(df, slab + n * slab_stride + v * L), acc[m][v]);
+      }
+    }
+  }
+  HWY_UNROLL(4)
+  for (int m = 0; m < kRows; ++m) {
+    HWY_UNROLL(4)
+    for (int v = 0; v < kTVecs; ++v)
+      if (v < vecs) hn::Store(acc[m][v], df, acc_rows + m * acc_stride + v * L);
+  }
+}
+
 template <DType kDType>
 void MatMulTColumnsT(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) {
-  constexpr int64_t kSlabRows = 128, kSlabCols = 64;
   const hn::ScalableTag<float> df;
-  using V = hn::Vec<decltype(df)>;
   const int64_t L = static_cast<int64_t>(hn::Lanes(df));
   const int64_t M = a.num_rows, N = a.w.rows;
-  HWY_ALIGN_MAX float slab[kSlabRows][kSlabCols + HWY_MAX_BYTES / sizeof(float)];
-  HWY_ALIGN_MAX float tmp[HWY_MAX_BYTES / sizeof(float)];
-  for (int64_t k0 = k_begin; k0 < k_end; k0 += kSlabCols) {
-    const int64_t kc = std::min(kSlabCols, k_end - k0);
-    for (int64_t n0 = 0; n0 < N; n0 += kSlabRows) {
-      const int64_t nn = std::min(kSlabRows, N - n0);
+  constexpr int64_t kPad = HWY_MAX_BYTES / sizeof(float);
+  constexpr int64_t kStride = kTSlabCols + kPad;
+  HWY_ALIGN_MAX float slab[kTSlabRows][kStride];
+  HWY_ALIGN_MAX float acc[kTRows][kStride];
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += kTSlabCols) {
+    const int64_t kc = std::min(kTSlabCols, k_end - k0);
+    const int64_t vecs_total = (kc + L - 1) / L;
+    for (int64_t n0 = 0; n0 < N; n0 += kTSlabRows) {
+      const int64_t nn = std::min(kTSlabRows, N - n0);
       for (int64_t n = 0; n < nn; ++n) {
         DequantizeSpan<kDType>(df, a.w, n0 + n, k0, kc, slab[n]);
-        std::fill(slab[n] + kc, slab[n] + (kc + L - 1) / L * L, 0.0f);
+        std::fill(slab[n] + kc, slab[n] + vecs_total * L, 0.0f);
       }
-      for (int64_t m = 0; m < M; ++m) {
-        const float* xr = a.x + m * a.x_stride + n0;
-        float* yr = a.y + m * a.y_stride + k0;
-        for (int64_t j = 0; j < kc; j += L) {
-          const bool full = j + L <= kc;
-          float* dst = full ? yr + j : tmp;
-          if (!full) std::memcpy(tmp, yr + j, (kc - j) * sizeof(float));
-          V acc = n0 == 0 ? hn::Zero(df) : hn::LoadU(df, dst);
-          for (int64_t n = 0; n < nn; ++n)
-            acc = hn::MulAdd(hn::Set(df, xr[n]), hn::Load(df, slab[n] + j), acc);
-          hn::StoreU(acc, df, dst);
-          if (!full) std::memcpy(yr + j, tmp, (kc - j) * sizeof(float));
+      for (int64_t m0 = 0; m0 < M; m0 += kTRows) {
+        const int rows = static_cast<int>(std::min<int64_t>(kTRows, M - m0));
+        // The chains so far (y) or zero, padded to whole vectors.
+        for (int r = 0; r < rows; ++r) {
+          if (n0 == 0) {
+            std::fill_n(acc[r], vecs_total * L, 0.0f);
+          } else {
+            std::memcpy(acc[r], a.y + (m0 + r) * a.y_stride + k0, kc * sizeof(float));
+            std::fill(acc[r] + kc, acc[r] + vecs_total * L, 0.0f);
+          }
         }
+        const float* xr = a.x + m0 * a.x_stride + n0;
+        for (int64_t v0 = 0; v0 < vecs_total; v0 += kTVecs) {
+          const int vecs = static_cast<int>(std::min<int64_t>(kTVecs, vecs_total - v0));
+          float* acc0 = &acc[0][0] + v0 * L;
+          const float* slab0 = &slab[0][0] + v0 * L;
+          switch (rows) {
+            case 1:
+              SlabTile<1>(df, xr, a.x_stride, slab0, kStride, nn, acc0, kStride, vecs);
+              break;
+            case 2:
+              SlabTile<2>(df, xr, a.x_stride, slab0, kStride, nn, acc0, kStride, vecs);
+              break;
+            case 3:
+              if constexpr (kTRows >= 3)
+                SlabTile<3>(df, xr, a.x_stride, slab0, kStride, nn, acc0, kStride, vecs);
+              break;
+            case 4:
+              if constexpr (kTRows >= 4)
+                SlabTile<4>(df, xr, a.x_stride, slab0, kStride, nn, acc0, kStride, vecs);
+              break;
+            default:
+              break;
+          }
+        }
+        for (int r = 0; r < rows; ++r)
+          std::memcpy(a.y + (m0 + r) * a.y_stride + k0, acc[r], kc * sizeof(float));
       }
     }
   }

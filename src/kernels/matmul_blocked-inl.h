@@ -170,12 +170,12 @@ HWY_INLINE void BlockedRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end)
 }
 
 // Medium row counts (a decode batch): packing for the blocked kernel would cost as much as the
-// multiply, so each tile of kMidTile weight rows is converted once into an L1/L2-resident
-// float buffer and the streaming kernel runs over it for each group of 8 x rows (x copied to
-// aligned storage once).
-constexpr int64_t kMidTile = 8;
+// multiply, so a panel of weight rows (up to kMidPanelFloats, L2-resident) is converted once
+// and the streaming kernel runs over it for each block of 8 x rows, which stays in L1 while
+// the panel's rows stream past it (x copied to aligned storage once).
 constexpr int64_t kMidMaxK = 4096;
-constexpr int64_t kMidMaxXFloats = 32 * 1024;  // 128 KB
+constexpr int64_t kMidMaxXFloats = 32 * 1024;    // 128 KB
+constexpr int64_t kMidPanelFloats = 64 * 1024;  // 256 KB
 
 HWY_INLINE bool UseMidRows(const MatMulArgs& a) {
   const int64_t stride = (a.w.cols + 15) / 16 * 16;
@@ -198,10 +198,11 @@ HWY_NOINLINE void MidRows(const MatMulArgs& args, int64_t n_begin, int64_t n_end
     a.x = x_aligned;
     a.x_stride = stride;
   }
-  HWY_ALIGN_MAX float w[kMidTile * kMidMaxK];
+  HWY_ALIGN_MAX float w[kMidPanelFloats];
+  const int64_t panel_rows = std::max<int64_t>(8, kMidPanelFloats / K / 8 * 8);
   MatMulArgs c = a;
-  for (int64_t n0 = n_begin; n0 < n_end; n0 += kMidTile) {
-    const int64_t rows = std::min(kMidTile, n_end - n0);
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += panel_rows) {
+    const int64_t rows = std::min(panel_rows, n_end - n0);
     // Converted as LoadWeight returns them (FP8 without its block scales): the decode kernel
     // then does exactly the arithmetic of streaming the matrix, so M <= 8 and this path agree
     // bit for bit.

@@ -71,6 +71,14 @@ struct RawRows {
   int64_t row0 = 0;
 };
 
+// Software prefetch runs this many bytes (at least one tile) ahead of the rows being read:
+// short rows (K = 512 FP8 is 2 KB per 4-row tile) would otherwise prefetch less than a DRAM
+// latency ahead.
+constexpr int64_t kPrefetchAheadBytes = 8 << 10;
+HWY_INLINE int64_t PrefetchRowsAhead(int64_t tile_rows, int64_t row_bytes) {
+  return std::max<int64_t>(tile_rows, (kPrefetchAheadBytes + row_bytes - 1) / row_bytes);
+}
+
 template <DType kDType, int kM, int kR, bool kRaw, class DF>
 HWY_INLINE void DecodeTile(DF df, const MatMulArgs& a, const DecodeXTail& xt, int64_t n0,
                            const RawRows& raw) {
@@ -86,7 +94,7 @@ HWY_INLINE void DecodeTile(DF df, const MatMulArgs& a, const DecodeXTail& xt, in
   for (int r = 0; r < kR; ++r) {
     rows[r] = RowOf(a.w, n0 + r);
     next[r] = static_cast<const uint8_t*>(rows[r].data) +
-              std::min<int64_t>(kR, a.w.rows - 1 - n0 - r) * K * kElem;
+              std::min<int64_t>(PrefetchRowsAhead(kR, K * kElem), a.w.rows - 1 - n0 - r) * K * kElem;
     if constexpr (kRaw) rows[r].data = raw.data + (n0 + r - raw.row0) * K;
   }
   V acc[kM][kR];
@@ -128,7 +136,8 @@ HWY_INLINE void DecodeTile(DF df, const MatMulArgs& a, const DecodeXTail& xt, in
       lo = hn::LoadU(df, p);
       hi = hn::LoadU(df, p + N);
     } else {
-      hwy::Prefetch(next[r] + k * kElem);
+      // One prefetch per 64-byte line (FP8 steps are 32 bytes).
+      if (kElem != 1 || (k & 32) == 0) hwy::Prefetch(next[r] + k * kElem);
       LoadWeight2<kDType>(df, rows[r].data, k, lo, hi);
     }
   };
