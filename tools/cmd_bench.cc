@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "kernels/gemm_peak.h"
 #include "kernels/membw.h"
 #include "runtime/decode_bench.h"
 #include "runtime/loaded_model.h"
@@ -45,19 +46,32 @@ Status RunDecode(const DecodeFlags& f) {
   const kernels::BandwidthResult bw_after = kernels::MeasureBandwidth(bw_opt, pool);
   bw.read_gbps = std::max(bw.read_gbps, bw_after.read_gbps);
   bw.triad_gbps = std::max(bw.triad_gbps, bw_after.triad_gbps);
+  // The compute roof beside the bandwidth one: the engine's best GEMM rate in this run.
+  const double peak_gflops = kernels::MeasureGemmPeakGflops({}, pool);
   if (f.json) {
     nlohmann::json j;
     j["model"] = dir;
     j["threads"] = pool.num_threads();
     j["read_bandwidth_gbps"] = bw.read_gbps;
     j["triad_bandwidth_gbps"] = bw.triad_gbps;
+    j["peak_gemm_gflops"] = peak_gflops;
     for (const auto& r : rows) {
+      const double floor_ms = DecodeStepFloorMs(r, bw.read_gbps, peak_gflops);
+      const double bw_ms = (r.weight_bytes_per_step + r.kv_bytes_per_step) / (bw.read_gbps * 1e9) * 1e3;
       j["rows"].push_back({{"batch", r.batch}, {"tokens_per_s", r.tokens_per_s}, {"step_ms", r.step_ms},
                            {"weight_bytes_per_step", r.weight_bytes_per_step}, {"kv_bytes_per_step", r.kv_bytes_per_step},
                            {"experts_touched_per_layer", r.experts_touched_per_layer},
                            {"achieved_gbps", r.achieved_gbps}, {"fraction_of_read_bandwidth", r.achieved_gbps / bw.read_gbps},
                            {"median_step_ms", r.median_step_ms}, {"median_step_gbps", r.median_step_gbps},
                            {"median_step_fraction_of_read_bandwidth", r.median_step_gbps / bw.read_gbps},
+                           {"dense_bytes_per_step", r.dense_bytes_per_step},
+                           {"routed_bytes_per_step", r.routed_bytes_per_step},
+                           {"dense_flops_per_step", r.dense_flops_per_step},
+                           {"routed_flops_per_step", r.routed_flops_per_step},
+                           {"attention_flops_per_step", r.attention_flops_per_step},
+                           {"floor_ms", floor_ms},
+                           {"attainable_fraction_of_read_bandwidth", bw_ms / floor_ms},
+                           {"fraction_of_floor", floor_ms / r.step_ms},
                            {"phase_ms",
                             {{"attention_projections", r.phase_ms.gemm}, {"attention", r.phase_ms.attention},
                              {"gate", r.phase_ms.gate}, {"shared_expert", r.phase_ms.shared_expert},
@@ -76,6 +90,20 @@ Status RunDecode(const DecodeFlags& f) {
                 r.step_ms, r.weight_bytes_per_step / 1e6, r.kv_bytes_per_step / 1e6, r.experts_touched_per_layer,
                 r.achieved_gbps, 100.0 * r.achieved_gbps / bw.read_gbps, r.median_step_ms,
                 100.0 * r.median_step_gbps / bw.read_gbps);
+  }
+  std::printf("\ncompute roof: the engine's best GEMM (blocked kernel, cache-resident weight) %.1f GFLOP/s\n",
+              peak_gflops);
+  std::printf("floor = per kind of work (dense, routed, attention) the longer of its bytes at the read bandwidth\n"
+              "and its flops at that GEMM rate, summed; 'attainable' = bytes / bandwidth / floor, the best\n"
+              "fraction of read bandwidth this machine's compute allows at that batch\n");
+  std::printf("%6s %10s %10s %10s %10s %11s %10s\n", "batch", "GFLOP", "bw ms", "floor ms", "step ms", "attainable",
+              "of floor");
+  for (const auto& r : rows) {
+    const double flops = r.dense_flops_per_step + r.routed_flops_per_step + r.attention_flops_per_step;
+    const double floor_ms = DecodeStepFloorMs(r, bw.read_gbps, peak_gflops);
+    const double bw_ms = (r.weight_bytes_per_step + r.kv_bytes_per_step) / (bw.read_gbps * 1e9) * 1e3;
+    std::printf("%6d %10.2f %10.2f %10.2f %10.2f %10.1f%% %9.1f%%\n", r.batch, flops / 1e9, bw_ms, floor_ms,
+                r.step_ms, 100.0 * bw_ms / floor_ms, 100.0 * floor_ms / r.step_ms);
   }
   std::printf("\nwhere a step goes, ms (projections = q/kv/o and the absorbed W_uk/W_uv):\n");
   std::printf("%6s %12s %10s %8s %8s %8s %8s %8s\n", "batch", "projections", "attention", "gate", "shared", "routed",

@@ -26,7 +26,30 @@ double DenseBytes(const ModelWeights& w) {
   return b;
 }
 
+double Elements(const WeightView& v) { return v.empty() ? 0 : static_cast<double>(v.rows) * v.cols; }
+double MlpElements(const MlpWeights& m) { return m.empty() ? 0 : Elements(m.gate) + Elements(m.up) + Elements(m.down); }
+
+// Multiply-adds per token through every weight a step reads regardless of routing (kv_b counts
+// once: its W_uk rows absorb into the query, its W_uv rows expand the attention output).
+double DenseMacsPerToken(const ModelWeights& w) {
+  double m = Elements(w.lm_head);
+  for (const auto& l : w.layers) {
+    const auto& a = l.attn;
+    for (const WeightView* v : {&a.q_a, &a.q_b, &a.q, &a.kv_a, &a.kv_b, &a.o}) m += Elements(*v);
+    m += MlpElements(l.dense);
+    if (l.moe) m += Elements(l.moe->router) + MlpElements(l.moe->shared);
+  }
+  return m;
+}
+
 }  // namespace
+
+double DecodeStepFloorMs(const DecodeBenchRow& r, double read_gbps, double peak_gflops) {
+  auto floor_s = [&](double bytes, double flops) { return std::max(bytes / (read_gbps * 1e9), flops / (peak_gflops * 1e9)); };
+  return 1e3 * (floor_s(r.dense_bytes_per_step, r.dense_flops_per_step) +
+                floor_s(r.routed_bytes_per_step, r.routed_flops_per_step) +
+                floor_s(r.kv_bytes_per_step, r.attention_flops_per_step));
+}
 
 StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, ThreadPool& pool,
                                                      const DecodeBenchOptions& opt) {
@@ -35,6 +58,11 @@ StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, Thre
   if (opt.decode_steps < 1)
     return Status::InvalidArgument("bench decode: --steps must be at least 1, got " + std::to_string(opt.decode_steps));
   const double dense = DenseBytes(w);
+  const double dense_macs = DenseMacsPerToken(w);
+  // Attention per token, layer and head, per cached position: a score over the latent and
+  // rotary parts, then the latent value.
+  const double attn_macs_per_position =
+      static_cast<double>(2 * c.kv_lora_rank + c.qk_rope_head_dim) * c.num_attention_heads * c.num_hidden_layers;
   std::vector<DecodeBenchRow> rows;
   for (int batch : opt.batches) {
     Model model(c, w, pool);
@@ -52,7 +80,7 @@ StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, Thre
     }
     std::vector<float> logits(static_cast<size_t>(batch) * c.vocab_size);
     RETURN_IF_ERROR(model.Forward(fb, cache, logits.data()));  // prefill
-    double seconds = 0, weight_bytes = 0, kv_bytes = 0, experts = 0;
+    double seconds = 0, weight_bytes = 0, kv_bytes = 0, experts = 0, routed_macs = 0, attn_macs = 0;
     std::vector<std::pair<double, double>> steps;  // (seconds, bytes) of each step
     int moe_layers = 0;
     for (int l = 0; l < c.num_hidden_layers; ++l) moe_layers += c.IsMoeLayer(l) ? 1 : 0;
@@ -66,6 +94,7 @@ StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, Thre
           if (l[v] > l[best]) best = v;
         fb.chunks[s].tokens.assign(1, best);
         kv_step += static_cast<double>(cache.length(s) + 1) * c.kv_a_dim() * sizeof(float) * c.num_hidden_layers;
+        attn_macs += static_cast<double>(cache.length(s) + 1) * attn_macs_per_position;
       }
       kv_bytes += kv_step;
       for (auto& t : touched) t.clear();
@@ -78,6 +107,9 @@ StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, Thre
       for (int l = 0; l < c.num_hidden_layers; ++l) {
         for (int e : touched[l]) weight_bytes += MlpBytes(w.layers[l].moe->experts[e]);
         experts += static_cast<double>(touched[l].size());
+        if (!touched[l].empty())  // every token takes top_k experts of the same shape
+          routed_macs += static_cast<double>(batch) * c.num_experts_per_tok *
+                         MlpElements(w.layers[l].moe->experts[*touched[l].begin()]);
       }
       steps.emplace_back(dt, weight_bytes - weights_before + kv_step);
     }
@@ -90,6 +122,11 @@ StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, Thre
     r.kv_bytes_per_step = kv_bytes / opt.decode_steps;
     r.experts_touched_per_layer = moe_layers ? experts / opt.decode_steps / moe_layers : 0;
     r.achieved_gbps = (weight_bytes + kv_bytes) / seconds / 1e9;
+    r.dense_bytes_per_step = dense;
+    r.routed_bytes_per_step = r.weight_bytes_per_step - dense;
+    r.dense_flops_per_step = 2.0 * dense_macs * batch;
+    r.routed_flops_per_step = 2.0 * routed_macs / opt.decode_steps;
+    r.attention_flops_per_step = 2.0 * attn_macs / opt.decode_steps;
     // The median step by time, and its own bytes / time.
     std::sort(steps.begin(), steps.end());
     const auto& median = steps[steps.size() / 2];

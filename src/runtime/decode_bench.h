@@ -33,7 +33,22 @@ struct DecodeBenchRow {
   double median_step_gbps = 0;
   StepTimes phase_ms;                // per decode step, ms in each phase (model.h); the rest
                                      // of step_ms is norms, residuals, sampling glue
+  // The step's work by kind, per step (means): bytes of the weights every token reads (dense:
+  // attention, dense and shared MLPs, routers, LM head) and of the routed experts touched, and
+  // floating-point operations (2 per multiply-add) of each kind and of attention over the cache.
+  double dense_bytes_per_step = 0;
+  double routed_bytes_per_step = 0;
+  double dense_flops_per_step = 0;
+  double routed_flops_per_step = 0;
+  double attention_flops_per_step = 0;
 };
+
+// The least time a step can take, ms: for each kind of work (dense weights, routed experts,
+// attention over the KV cache) the longer of moving its bytes at `read_gbps` and doing its
+// operations at `peak_gflops`, summed (the kinds run one after another). Where it exceeds
+// bytes / bandwidth, the step is compute-bound at that rate and the bandwidth fraction cannot
+// reach 100%: the ratio of the two is the best fraction of read bandwidth attainable.
+double DecodeStepFloorMs(const DecodeBenchRow& row, double read_gbps, double peak_gflops);
 
 StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& model, ThreadPool& pool,
                                                      const DecodeBenchOptions& options);
