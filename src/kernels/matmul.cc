@@ -24,8 +24,10 @@ void MatMulRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
 }
 
 // Columns [k_begin, k_end) of y[M, K] = x[M, N] W[N, K] (strides resolved). A slab of up to
-// kSlabRows weight rows x kSlabCols columns is dequantized once and used for every x row; each
-// y element is one FMA chain over n in order, whatever the column split. The multiply is
+// kSlabRows weight rows x kSlabCols columns is converted once (LoadWeight, without the FP8
+// block scale) and used for every x row; each y element is one FMA chain over n in order of
+// (x[m, n] * scale(n, block)) * w, whatever the column split: the scale multiplies the scalar x
+// once per row and block instead of every weight. The multiply is
 // register-blocked (kTRows x rows times kTVecs vectors of columns, all independent chains) and
 // continues each chain through an L1 copy of the y block between slabs, which is exact.
 constexpr int64_t kTSlabRows = 128, kTSlabCols = 64;
@@ -34,7 +36,8 @@ constexpr int kTRows = kVecRegs == 32 ? 4 : 2;
 
 template <int kRows, class DF>
 HWY_INLINE void SlabTile(DF df, const float* HWY_RESTRICT x, int64_t x_stride,
-                         const float* HWY_RESTRICT slab, int64_t slab_stride, int64_t nn,
+                         const float* HWY_RESTRICT row_scale, const float* HWY_RESTRICT slab,
+                         int64_t slab_stride, int64_t nn,
                          float* HWY_RESTRICT acc_rows, int64_t acc_stride, int vecs) {
   using V = hn::Vec<DF>;
   const int64_t L = static_cast<int64_t>(hn::Lanes(df));
@@ -52,7 +55,7 @@ HWY_INLINE void SlabTile(DF df, const float* HWY_RESTRICT x, int64_t x_stride,
       for (int v = 0; v < kTVecs; ++v) w[v] = hn::Load(df, slab + n * slab_stride + v * L);
       HWY_UNROLL(4)
       for (int m = 0; m < kRows; ++m) {
-        const V xb = hn::Set(df, x[m * x_stride + n]);
+        const V xb = hn::Set(df, x[m * x_stride + n] * row_scale[n]);
         HWY_UNROLL(4)
         for (int v = 0; v < kTVecs; ++v) acc[m][v] = hn::MulAdd(xb, w[v], acc[m][v]);
       }
@@ -61,7 +64,7 @@ HWY_INLINE void SlabTile(DF df, const float* HWY_RESTRICT x, int64_t x_stride,
     for (int64_t n = 0; n < nn; ++n) {
       HWY_UNROLL(4)
       for (int m = 0; m < kRows; ++m) {
-        const V xb = hn::Set(df, x[m * x_stride + n]);
+        const V xb = hn::Set(df, x[m * x_stride + n] * row_scale[n]);
         for (int v = 0; v < vecs; ++v)
           acc[m][v] = hn::MulAdd(xb, hn::Load(df, slab + n * slab_stride + v * L), acc[m][v]);
       }
@@ -83,6 +86,8 @@ void MatMulTColumnsT(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) {
   constexpr int64_t kPad = HWY_MAX_BYTES / sizeof(float);
   constexpr int64_t kStride = kTSlabCols + kPad;
   HWY_ALIGN_MAX float slab[kTSlabRows][kStride];
+  float row_scale[kTSlabRows];
+  static_assert(kFp8BlockSize % kTSlabCols == 0, "a slab lies in one FP8 block");
   HWY_ALIGN_MAX float acc[kTRows][kStride];
   for (int64_t k0 = k_begin; k0 < k_end; k0 += kTSlabCols) {
     const int64_t kc = std::min(kTSlabCols, k_end - k0);
@@ -90,7 +95,9 @@ void MatMulTColumnsT(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) {
     for (int64_t n0 = 0; n0 < N; n0 += kTSlabRows) {
       const int64_t nn = std::min(kTSlabRows, N - n0);
       for (int64_t n = 0; n < nn; ++n) {
-        DequantizeSpan<kDType>(df, a.w, n0 + n, k0, kc, slab[n]);
+        // Unscaled weights; the row's block scale multiplies x (a slab never straddles a block).
+        ConvertSpanUnscaled<kDType>(df, a.w, n0 + n, kc, slab[n], k0);
+        row_scale[n] = LoadScale<kDType>(RowOf(a.w, n0 + n), k0 / kFp8BlockSize);
         std::fill(slab[n] + kc, slab[n] + vecs_total * L, 0.0f);
       }
       for (int64_t m0 = 0; m0 < M; m0 += kTRows) {
@@ -111,18 +118,18 @@ void MatMulTColumnsT(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) {
           const float* slab0 = &slab[0][0] + v0 * L;
           switch (rows) {
             case 1:
-              SlabTile<1>(df, xr, a.x_stride, slab0, kStride, nn, acc0, kStride, vecs);
+              SlabTile<1>(df, xr, a.x_stride, row_scale, slab0, kStride, nn, acc0, kStride, vecs);
               break;
             case 2:
-              SlabTile<2>(df, xr, a.x_stride, slab0, kStride, nn, acc0, kStride, vecs);
+              SlabTile<2>(df, xr, a.x_stride, row_scale, slab0, kStride, nn, acc0, kStride, vecs);
               break;
             case 3:
               if constexpr (kTRows >= 3)
-                SlabTile<3>(df, xr, a.x_stride, slab0, kStride, nn, acc0, kStride, vecs);
+                SlabTile<3>(df, xr, a.x_stride, row_scale, slab0, kStride, nn, acc0, kStride, vecs);
               break;
             case 4:
               if constexpr (kTRows >= 4)
-                SlabTile<4>(df, xr, a.x_stride, slab0, kStride, nn, acc0, kStride, vecs);
+                SlabTile<4>(df, xr, a.x_stride, row_scale, slab0, kStride, nn, acc0, kStride, vecs);
               break;
             default:
               break;
@@ -137,7 +144,7 @@ void MatMulTColumnsT(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) {
 
 // The same products for few rows of x without the slab: W is streamed row by row (each row's
 // columns of the range are contiguous, so the read is one sequential stream), each weight
-// vector dequantized in registers (the same LoadWeight * scale as the slab) and multiplied
+// vector converted in registers and multiplied by x[m, n] * scale (as in the slab kernel)
 // into an L1-resident accumulator row per x row. The order of operations per y element is the
 // slab kernel's (one FMA chain over n in order, starting from zero), so results are identical
 // for any M and any column split.
@@ -156,18 +163,19 @@ void MatMulTColumnsDirect(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) 
     for (int m = 0; m < kM; ++m) std::fill_n(acc[m], padded, 0.0f);
     for (int64_t n = 0; n < N; ++n) {
       const WeightRow row = RowOf(a.w, n);
-      V xv[kM];
-      for (int m = 0; m < kM; ++m) xv[m] = hn::Set(df, a.x[m * a.x_stride + n]);
+      float xn[kM];
+      for (int m = 0; m < kM; ++m) xn[m] = a.x[m * a.x_stride + n];
       for (int64_t j = 0; j < cols;) {  // one FP8 block (or the range's end) at a time
         const int64_t k = c0 + j;
         const int64_t block_end = std::min(cols, (k / kFp8BlockSize + 1) * kFp8BlockSize - c0);
-        const V s = hn::Set(df, LoadScale<kDType>(row, k / kFp8BlockSize));
+        const float s = LoadScale<kDType>(row, k / kFp8BlockSize);
+        V xs[kM];
+        for (int m = 0; m < kM; ++m) xs[m] = hn::Set(df, xn[m] * s);
         for (; j < block_end; j += L) {
-          const V w = hn::Mul(j + L <= block_end ? LoadWeight<kDType>(df, row.data, c0 + j)
-                                                 : LoadWeightTail<kDType>(df, row.data, c0 + j, block_end - j),
-                              s);
+          const V w = j + L <= block_end ? LoadWeight<kDType>(df, row.data, c0 + j)
+                                         : LoadWeightTail<kDType>(df, row.data, c0 + j, block_end - j);
           for (int m = 0; m < kM; ++m)
-            hn::Store(hn::MulAdd(xv[m], w, hn::Load(df, acc[m] + j)), df, acc[m] + j);
+            hn::Store(hn::MulAdd(xs[m], w, hn::Load(df, acc[m] + j)), df, acc[m] + j);
         }
       }
     }

@@ -208,10 +208,12 @@ HWY_NOINLINE void MidRows(const MatMulArgs& args, int64_t n_begin, int64_t n_end
     // bit for bit.
     for (int64_t r = 0; r < rows; ++r) ConvertSpanUnscaled<kDType>(df, a.w, n0 + r, K, w + r * K);
     const RawRows raw{.data = w, .row0 = n0};
-    for (int64_t m0 = 0; m0 < M; m0 += kDecodeMaxRows) {
+    // FP8 runs x in blocks whose folded totals fit in registers; the others in blocks of 8.
+    constexpr int64_t kRowBlock = kFoldScale<kDType> ? kFoldInRegistersMaxRows : kDecodeMaxRows;
+    for (int64_t m0 = 0; m0 < M; m0 += kRowBlock) {
       c.x = a.x + m0 * a.x_stride;
       c.y = a.y + m0 * a.y_stride;
-      c.num_rows = std::min<int64_t>(kDecodeMaxRows, M - m0);
+      c.num_rows = std::min<int64_t>(kRowBlock, M - m0);
       DecodeRows<kDType>(c, n0, n0 + rows, raw);
     }
   }

@@ -43,9 +43,9 @@ static_assert(kFp8BlockSize % (2 * HWY_MAX_BYTES / sizeof(float)) == 0,
 template <DType kDType>
 constexpr bool kFoldScale = kDType == DType::kF8E4M3;
 
-// Folded totals live in registers for up to 2 rows of x and in an L1 array beyond (touched
-// once per 128-wide block).
-constexpr int kFoldInRegistersMaxRows = 2;
+// Folded totals live in registers for up to 4 rows of x (2 with 16 vector registers) and in an
+// L1 array beyond (a load, FMA and store per output and 128-wide block).
+constexpr int kFoldInRegistersMaxRows = kVecRegs == 32 ? 4 : 2;
 
 // Weight rows per tile for kM activation rows: kM * kR accumulators (twice that when FP8 totals
 // are held in registers), 2 * kR weights, kR scales and one activation vector must fit in the

@@ -157,16 +157,17 @@ HWY_INLINE void DequantizeSpan(DF df, const WeightView& w, int64_t row, int64_t 
 
 // out[i] = W[row, i] for i < count as LoadWeight returns it: for FP8 without the block scale
 // (value / 256), for the other dtypes the value itself.
+// (Columns [k_begin, k_begin + count) of the row, written from out[0].)
 template <DType kDType, class DF>
 HWY_INLINE void ConvertSpanUnscaled(DF df, const WeightView& w, int64_t row, int64_t count,
-                                    float* HWY_RESTRICT out) {
+                                    float* HWY_RESTRICT out, int64_t k_begin = 0) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const WeightRow r = RowOf(w, row);
   int64_t k = 0;
-  for (; k + N <= count; k += N) hn::StoreU(LoadWeight<kDType>(df, r.data, k), df, out + k);
+  for (; k + N <= count; k += N) hn::StoreU(LoadWeight<kDType>(df, r.data, k_begin + k), df, out + k);
   if (k < count) {
     alignas(64) float tmp[HWY_MAX_BYTES / sizeof(float)];
-    hn::Store(LoadWeightTail<kDType>(df, r.data, k, count - k), df, tmp);
+    hn::Store(LoadWeightTail<kDType>(df, r.data, k_begin + k, count - k), df, tmp);
     std::memcpy(out + k, tmp, (count - k) * sizeof(float));
   }
 }
