@@ -39,11 +39,30 @@ int ThreadPool::NumChunks(size_t n, size_t grain, int num_threads) {
       std::min<size_t>(units, static_cast<size_t>(num_threads) * kChunksPerThread));
 }
 
-void ThreadPool::ChunkOf(size_t n, size_t grain, int num, int t, size_t* begin, size_t* end) {
-  size_t units = (n + grain - 1) / grain;
-  size_t per = units / num, extra = units % num;
-  size_t ub = t * per + std::min<size_t>(t, extra);
-  size_t ue = ub + per + (static_cast<size_t>(t) < extra ? 1 : 0);
+void ThreadPool::ChunkOf(size_t n, size_t grain, int num_threads, int c, size_t* begin, size_t* end) {
+  const size_t units = (n + grain - 1) / grain;
+  const size_t threads = static_cast<size_t>(std::max(1, num_threads));
+  const int chunks = NumChunks(n, grain, num_threads);
+  size_t ub, ue;
+  if (static_cast<size_t>(chunks) < threads * kChunksPerThread) {  // one unit per chunk
+    ub = static_cast<size_t>(c);
+    ue = ub + 1;
+  } else {
+    // Thread t's own units, split in halves: 1/2, 1/4, ... of its share, so a thread that
+    // finishes early finds small chunks left to take and the wait at the end is short.
+    const size_t t = static_cast<size_t>(c) / kChunksPerThread;
+    const int piece = c % kChunksPerThread;
+    ub = units * t / threads;
+    size_t rest = units * (t + 1) / threads - ub;
+    size_t size = 0;
+    for (int i = 0; i <= piece; ++i) {
+      ub += size;
+      rest -= size;
+      const size_t left_after = static_cast<size_t>(kChunksPerThread - 1 - i);
+      size = i == kChunksPerThread - 1 ? rest : std::max<size_t>(1, std::min((rest + 1) / 2, rest - left_after));
+    }
+    ue = ub + size;
+  }
   *begin = std::min(n, ub * grain);
   *end = std::min(n, ue * grain);
 }
@@ -91,7 +110,7 @@ bool ThreadPool::TryRun(int c, int t, uint64_t word) {
   } while (!claimed_[c].compare_exchange_weak(prev, gen, std::memory_order_acq_rel));
   const int chunks = Chunks(word);
   size_t b, e;
-  ChunkOf(job_n_, job_grain_, chunks, c, &b, &e);
+  ChunkOf(job_n_, job_grain_, num_threads_, c, &b, &e);
   if (b < e) (*job_)(b, e, t);
   if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -102,12 +121,14 @@ bool ThreadPool::TryRun(int c, int t, uint64_t word) {
 
 void ThreadPool::RunChunks(int t, uint64_t word) {
   const int chunks = Chunks(word);
-  // Own run first (contiguous, in order), then whatever nobody has started.
+  // Own run first (contiguous, in order).
   const int own_begin = static_cast<int>(static_cast<int64_t>(chunks) * t / num_threads_);
   const int own_end = static_cast<int>(static_cast<int64_t>(chunks) * (t + 1) / num_threads_);
   for (int c = own_begin; c < own_end; ++c) TryRun(c, t, word);
+  // Then other threads' chunks from their ends backwards: the smallest first, while their
+  // owners work forwards through the big ones.
   for (int i = 1; i < chunks; ++i) {
-    const int c = (own_end - 1 + i) % chunks;
+    const int c = (own_begin - i + chunks) % chunks;
     if (c < own_begin || c >= own_end) TryRun(c, t, word);
   }
 }

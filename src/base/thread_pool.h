@@ -1,8 +1,9 @@
 // A fixed-size pool of worker threads for data-parallel loops.
 // The caller thread takes part in every ParallelFor, so a pool of size 1 has no workers
 // and runs everything inline. Work is split statically into contiguous chunks, a few per
-// thread, whose boundaries depend only on (n, grain, num_threads): the same call gives the same
-// split on every run, so kernels whose per-element work does not depend on the split are
+// thread (each thread's share halved again and again: 1/2, 1/4, ... of it, so the chunks left
+// to take near the end are small), whose boundaries depend only on (n, grain, num_threads):
+// the same call gives the same split on every run, so kernels whose per-element work does not depend on the split are
 // bit-identical for any thread count. Thread t first runs its own contiguous run of chunks in
 // index order, so a kernel that splits a weight matrix by rows has every thread stream its own
 // share of it (and on a multi-socket machine, weights first touched through the same split
@@ -46,12 +47,12 @@ class ThreadPool {
   // Threads to use by default: hardware threads divided by ranks on this machine.
   static int DefaultThreads(int local_ranks = 1);
 
-  // Chunk c of num chunks of [0, n) in units of grain: [*begin, *end).
-  static void ChunkOf(size_t n, size_t grain, int num, int c, size_t* begin, size_t* end);
-  // Chunks a ParallelFor(n, grain) on num_threads threads uses.
+  // Chunk c of the NumChunks(n, grain, num_threads) chunks a ParallelFor(n, grain) on
+  // num_threads threads uses: [*begin, *end).
+  static void ChunkOf(size_t n, size_t grain, int num_threads, int c, size_t* begin, size_t* end);
   static int NumChunks(size_t n, size_t grain, int num_threads);
 
-  static constexpr int kChunksPerThread = 4;
+  static constexpr int kChunksPerThread = 6;
 
  private:
   void WorkerLoop(int thread_idx);

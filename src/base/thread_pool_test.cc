@@ -64,7 +64,7 @@ TEST(ThreadPoolTest, EveryChunkOnceUnderStress) {
       std::vector<std::pair<size_t, size_t>> expected;
       for (int c = 0; c < chunks; ++c) {
         size_t b, e;
-        ThreadPool::ChunkOf(n, grain, chunks, c, &b, &e);
+        ThreadPool::ChunkOf(n, grain, threads, c, &b, &e);
         if (b < e) expected.push_back({b, e});
       }
       ASSERT_EQ(ranges, expected);
