@@ -20,8 +20,8 @@ HWY_BEFORE_NAMESPACE();
 namespace epserve::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-constexpr int64_t kTileI = 128;       // intermediate rows (of gate and up) per work item
-constexpr int64_t kTileH = 128;       // hidden rows (of down) per work item
+constexpr int64_t kTileI = 256;       // intermediate rows (of gate and up) per work item
+constexpr int64_t kTileH = 256;       // hidden rows (of down) per work item
 constexpr int64_t kChunkRows = 128;  // group rows multiplied per gate/up call (stack buffers)
 
 // Work item `item` of a pass with tiles_per_group items per non-empty group, as (group, tile).
