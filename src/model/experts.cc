@@ -23,22 +23,27 @@ void RunMlp(const MlpWeights& w, const float* x, int64_t rows, float* out, MlpSc
 
 Status RunGroupedExperts(const GroupedExpertsArgs& a, MlpScratch& scratch, ThreadPool& pool) {
   // One grouped kernel call for all groups: two parallel passes instead of three matmuls per
-  // expert, each thread streaming its own share of the touched experts.
-  std::vector<kernels::ExpertMlpWeights> weights(a.num_groups);
+  // expert, each thread streaming its own share of the touched experts. Only groups with rows
+  // are passed on (a decode step touches a few of hundreds of experts).
+  std::vector<kernels::ExpertMlpWeights> weights;
+  std::vector<int64_t> offsets{0};
   int64_t width = 0;
   for (int g = 0; g < a.num_groups; ++g) {
-    if (a.offsets[g + 1] == a.offsets[g]) continue;
+    const int64_t rows = a.offsets[g + 1] - a.offsets[g];
+    if (rows == 0) continue;
     const int e = a.group_expert[g];
     const MlpWeights& w = (*a.experts)[e];
     if (w.empty()) return Status::Internal("expert " + std::to_string(e) + " is not loaded on this rank");
-    weights[g] = {.gate = w.gate, .up = w.up, .down = w.down};
+    if (offsets.back() != a.offsets[g]) return Status::Internal("grouped experts: offsets do not start at 0 or are not contiguous");
+    weights.push_back({.gate = w.gate, .up = w.up, .down = w.down});
+    offsets.push_back(a.offsets[g + 1]);
     width = w.gate.rows;
   }
   if (width == 0) return Status::Ok();
-  const int64_t rows = a.offsets[a.num_groups];
+  const int64_t rows = offsets.back();
   scratch.gate.resize(std::max<size_t>(scratch.gate.size(), rows * width));
-  kernels::GroupedMlp({.num_groups = a.num_groups, .experts = weights.data(), .offsets = a.offsets, .x = a.x,
-                       .h = scratch.gate.data(), .out = a.out},
+  kernels::GroupedMlp({.num_groups = static_cast<int>(weights.size()), .experts = weights.data(),
+                       .offsets = offsets.data(), .x = a.x, .h = scratch.gate.data(), .out = a.out},
                       pool);
   return Status::Ok();
 }
