@@ -26,24 +26,50 @@ constexpr int kMaxGroup = 8;
 // Positions per online-softmax step: a multiple of the vector length.
 constexpr int64_t kTileS = std::max<int64_t>(16, HWY_MAX_BYTES / sizeof(float));
 
-// scores[g] = q[g] . c over n values (vector part, then a scalar tail), for kG queries.
-template <int kG, class DF>
-HWY_INLINE void DotMany(DF df, const float* const* q, const float* c, int64_t n, float* scores) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_ARCH_ARM
+constexpr int kAttnVecRegs = 32;
+#else
+constexpr int kAttnVecRegs = 16;
+#endif
+
+// Scores of kP cache rows (kP = 1 or 2) for kG heads: s[p][g] = qa[g] . rows[p][0:L] +
+// qp[g] . rows[p][L:L+R]. Latent and rotary vector parts share one accumulator per (row, head),
+// reduced once; the scalar tails are added after. Two rows at a time reuse each query load.
+template <int kG, int kP, class DF>
+HWY_INLINE void ScoreRows(DF df, const float* const* qa, const float* const* qp, const float* const* rows,
+                          int64_t L, int64_t R, float (*s)[kMaxGroup]) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  hn::Vec<DF> acc[kG];
-  HWY_UNROLL(8)
-  for (int g = 0; g < kG; ++g) acc[g] = hn::Zero(df);
-  int64_t i = 0;
-  for (; i + N <= n; i += N) {
-    const auto cv = hn::LoadU(df, c + i);
+  hn::Vec<DF> acc[kP][kG];
+  HWY_UNROLL(2)
+  for (int p = 0; p < kP; ++p) {
     HWY_UNROLL(8)
-    for (int g = 0; g < kG; ++g) acc[g] = hn::MulAdd(hn::LoadU(df, q[g] + i), cv, acc[g]);
+    for (int g = 0; g < kG; ++g) acc[p][g] = hn::Zero(df);
   }
-  HWY_UNROLL(8)
-  for (int g = 0; g < kG; ++g) {
-    float s = hn::GetLane(hn::SumOfLanes(df, acc[g]));
-    for (int64_t j = i; j < n; ++j) s += q[g][j] * c[j];
-    scores[g] = s;
+  auto part = [&](const float* const* q, int64_t offset, int64_t n) HWY_ATTR {
+    int64_t i = 0;
+    for (; i + N <= n; i += N) {
+      hn::Vec<DF> c[kP];
+      HWY_UNROLL(2)
+      for (int p = 0; p < kP; ++p) c[p] = hn::LoadU(df, rows[p] + offset + i);
+      HWY_UNROLL(8)
+      for (int g = 0; g < kG; ++g) {
+        const auto qv = hn::LoadU(df, q[g] + i);
+        HWY_UNROLL(2)
+        for (int p = 0; p < kP; ++p) acc[p][g] = hn::MulAdd(qv, c[p], acc[p][g]);
+      }
+    }
+    return i;
+  };
+  const int64_t la = part(qa, 0, L), lr = part(qp, L, R);
+  HWY_UNROLL(2)
+  for (int p = 0; p < kP; ++p) {
+    HWY_UNROLL(8)
+    for (int g = 0; g < kG; ++g) {
+      float v = hn::GetLane(hn::SumOfLanes(df, acc[p][g]));
+      for (int64_t i = la; i < L; ++i) v += qa[g][i] * rows[p][i];
+      for (int64_t i = lr; i < R; ++i) v += qp[g][i] * rows[p][L + i];
+      s[p][g] = v;
+    }
   }
 }
 
@@ -121,12 +147,24 @@ HWY_NOINLINE void AttendGroup(const MlaAttentionArgs& a, int64_t t, int h0) {
   for (int64_t s0 = 0; s0 < n; s0 += kTileS) {
     const int64_t ts = std::min(kTileS, n - s0);
     const float* rows[kTileS];
-    for (int64_t j = 0; j < ts; ++j) {
-      rows[j] = cache + (s0 + j) * row;
-      float nope[kG], pe[kG];
-      DotMany<kG>(df, qa, rows[j], L, nope);
-      DotMany<kG>(df, qp, rows[j] + L, R, pe);
-      for (int g = 0; g < kG; ++g) p[g][j] = (nope[g] + pe[g]) * a.softmax_scale;
+    for (int64_t j = 0; j < ts; ++j) rows[j] = cache + (s0 + j) * row;
+    // Rows in pairs where the registers allow. Each (row, head) accumulator runs the same FMA
+    // chain paired or not, so a head's scores do not depend on its group.
+    constexpr bool kPairs = 2 * kG + 3 <= kAttnVecRegs;
+    float sc[2][kMaxGroup];
+    int64_t j = 0;
+    if constexpr (kPairs) {
+      for (; j + 2 <= ts; j += 2) {
+        ScoreRows<kG, 2>(df, qa, qp, rows + j, L, R, sc);
+        for (int g = 0; g < kG; ++g) {
+          p[g][j] = sc[0][g] * a.softmax_scale;
+          p[g][j + 1] = sc[1][g] * a.softmax_scale;
+        }
+      }
+    }
+    for (; j < ts; ++j) {
+      ScoreRows<kG, 1>(df, qa, qp, rows + j, L, R, sc);
+      for (int g = 0; g < kG; ++g) p[g][j] = sc[0][g] * a.softmax_scale;
     }
     float corr[kG];
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
