@@ -34,6 +34,33 @@ TEST(ThreadPoolTest, ReusableManyTimes) {
   EXPECT_EQ(sum.load(), 200L * 4950);
 }
 
+// Each thread's share is cut into chunks that halve (so what is left to steal near the end is
+// small), the shares are contiguous and in thread order, and together they tile [0, n).
+TEST(ThreadPoolTest, ChunksHalveWithinEachThreadsShare) {
+  for (int threads : {2, 3}) {
+    const size_t n = 1000, grain = 1;
+    const int chunks = ThreadPool::NumChunks(n, grain, threads);
+    ASSERT_EQ(chunks, threads * ThreadPool::kChunksPerThread);
+    size_t expect_begin = 0;
+    for (int t = 0; t < threads; ++t) {
+      const size_t share = n * (t + 1) / threads - n * t / threads;
+      std::vector<size_t> sizes;
+      for (int c = t * ThreadPool::kChunksPerThread; c < (t + 1) * ThreadPool::kChunksPerThread; ++c) {
+        size_t b, e;
+        ThreadPool::ChunkOf(n, grain, threads, c, &b, &e);
+        ASSERT_EQ(b, expect_begin) << "chunk " << c;
+        ASSERT_GT(e, b) << "chunk " << c;
+        sizes.push_back(e - b);
+        expect_begin = e;
+      }
+      EXPECT_EQ(sizes.front(), (share + 1) / 2) << "thread " << t;
+      for (size_t i = 1; i < sizes.size(); ++i) EXPECT_LE(sizes[i], sizes[i - 1]) << "thread " << t;
+      EXPECT_LE(sizes.back(), share / 16) << "thread " << t;
+    }
+    EXPECT_EQ(expect_begin, n);
+  }
+}
+
 // Chunks may be run by any thread, but each exactly once per call, covering [0, n) in the
 // deterministic split, each thread running its chunks one at a time.
 TEST(ThreadPoolTest, EveryChunkOnceUnderStress) {
