@@ -3,8 +3,10 @@
 // Highway kernels, dispatched once per call to the best target of the CPU:
 //   M <= 8 (decode): every weight row is streamed once, a few rows in lock-step, against all
 //     rows of x held in cache; memory-bandwidth bound.
-//   M > 8 with M x K <= 32 K floats (a decode batch): each tile of 8 weight rows is dequantized
-//     once into a cached float buffer and streamed against x 8 rows at a time;
+//   M > 8 with M x K <= 32 K floats (a decode batch): a panel of weight rows (up to 256 KB as
+//     float) is converted once into an L2-resident buffer and streamed against x 8 rows at a
+//     time (4 for FP8, whose folded block totals then stay in registers), with the same
+//     arithmetic per output as M <= 8;
 //   larger M (prefill): weight blocks are dequantized once into an L2-resident packed panel
 //     and multiplied by a register-blocked micro-kernel; compute bound.
 // Work is split over N only (each thread streams its own contiguous share of W), and every
