@@ -1,10 +1,9 @@
 #include "kernels/gemm_peak.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cstring>
 #include <vector>
 
+#include "kernels/kernel_bench_cases.h"
 #include "kernels/matmul.h"
 #include "tensor/weight_view.h"
 
@@ -19,13 +18,7 @@ double MeasureGemmPeakGflops(const GemmPeakOptions& o, ThreadPool& pool) {
   const MatMulArgs args{.x = x.data(), .num_rows = m,
                         .w = WeightView{.dtype = DType::kBF16, .rows = d, .cols = d, .data = w.data()},
                         .y = y.data()};
-  MatMul(args, pool);  // warm-up: caches, page faults
-  double best = 1e30;
-  for (int r = 0; r < std::max(1, o.repeats); ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    MatMul(args, pool);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
+  const double best = BestSeconds(o.repeats, [&] { MatMul(args, pool); });
   return 2.0 * static_cast<double>(m) * d * d / best / 1e9;
 }
 

@@ -1,5 +1,5 @@
-// Internal to the kernel benchmark (kernel_bench.cc): weight/activation generators, the timer,
-// and the benchmark cases beyond the plain matmul.
+// Internal to the kernel benchmarks (kernel_bench.cc, gemm_peak.cc): weight/activation
+// generators, the timer, and the benchmark cases beyond the plain matmul.
 #pragma once
 
 #include <cstdint>

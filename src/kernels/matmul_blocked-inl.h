@@ -171,8 +171,8 @@ HWY_INLINE void BlockedRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end)
 
 // Medium row counts (a decode batch): packing for the blocked kernel would cost as much as the
 // multiply, so a panel of weight rows (up to kMidPanelFloats, L2-resident) is converted once
-// and the streaming kernel runs over it for each block of 8 x rows, which stays in L1 while
-// the panel's rows stream past it (x copied to aligned storage once).
+// and the streaming kernel runs over it for each block of x rows (8, or 4 for FP8), which
+// stays in L1 while the panel's rows stream past it (x copied to aligned storage once).
 constexpr int64_t kMidMaxK = 4096;
 constexpr int64_t kMidMaxXFloats = 32 * 1024;    // 128 KB
 constexpr int64_t kMidPanelFloats = 64 * 1024;  // 256 KB

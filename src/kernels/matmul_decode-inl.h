@@ -23,13 +23,6 @@ HWY_BEFORE_NAMESPACE();
 namespace epserve::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Vector registers of the target (x86 AVX-512 and Arm have 32, the rest 16).
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_ARCH_ARM
-constexpr int kVecRegs = 32;
-#else
-constexpr int kVecRegs = 16;
-#endif
-
 constexpr int kDecodeMaxRows = 8;
 static_assert(kFp8BlockSize % (2 * HWY_MAX_BYTES / sizeof(float)) == 0,
               "a step never straddles an FP8 block");

@@ -17,6 +17,7 @@
 // (foreach_target.h re-includes this file once per target; what follows comes after it.)
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "kernels/simd-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace epserve::kernels::HWY_NAMESPACE {
@@ -25,12 +26,6 @@ namespace hn = hwy::HWY_NAMESPACE;
 constexpr int kMaxGroup = 8;
 // Positions per online-softmax step: a multiple of the vector length.
 constexpr int64_t kTileS = std::max<int64_t>(16, HWY_MAX_BYTES / sizeof(float));
-
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_ARCH_ARM
-constexpr int kAttnVecRegs = 32;
-#else
-constexpr int kAttnVecRegs = 16;
-#endif
 
 // Scores of kP cache rows (kP = 1 or 2) for kG heads: s[p][g] = qa[g] . rows[p][0:L] +
 // qp[g] . rows[p][L:L+R]. Latent and rotary vector parts share one accumulator per (row, head),
@@ -150,7 +145,7 @@ HWY_NOINLINE void AttendGroup(const MlaAttentionArgs& a, int64_t t, int h0) {
     for (int64_t j = 0; j < ts; ++j) rows[j] = cache + (s0 + j) * row;
     // Rows in pairs where the registers allow. Each (row, head) accumulator runs the same FMA
     // chain paired or not, so a head's scores do not depend on its group.
-    constexpr bool kPairs = 2 * kG + 3 <= kAttnVecRegs;
+    constexpr bool kPairs = 2 * kG + 3 <= kVecRegs;
     float sc[2][kMaxGroup];
     int64_t j = 0;
     if constexpr (kPairs) {

@@ -26,6 +26,14 @@ HWY_BEFORE_NAMESPACE();
 namespace epserve::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// Vector registers of the target (x86 AVX-512 and Arm have 32, the rest 16): how many
+// accumulators a register-blocked kernel can keep.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_ARCH_ARM
+constexpr int kVecRegs = 32;
+#else
+constexpr int kVecRegs = 16;
+#endif
+
 // Factor between LoadFp8 results and e4m3 values.
 constexpr float kFp8LoadScale = 256.0f;
 
@@ -155,9 +163,8 @@ HWY_INLINE void DequantizeSpan(DF df, const WeightView& w, int64_t row, int64_t 
   }
 }
 
-// out[i] = W[row, i] for i < count as LoadWeight returns it: for FP8 without the block scale
-// (value / 256), for the other dtypes the value itself.
-// (Columns [k_begin, k_begin + count) of the row, written from out[0].)
+// out[i] = W[row, k_begin + i] for i < count as LoadWeight returns it: for FP8 without the
+// block scale (value / 256), for the other dtypes the value itself.
 template <DType kDType, class DF>
 HWY_INLINE void ConvertSpanUnscaled(DF df, const WeightView& w, int64_t row, int64_t count,
                                     float* HWY_RESTRICT out, int64_t k_begin = 0) {
