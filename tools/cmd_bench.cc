@@ -57,7 +57,7 @@ Status RunDecode(const DecodeFlags& f) {
     j["peak_gemm_gflops"] = peak_gflops;
     for (const auto& r : rows) {
       const double floor_ms = DecodeStepFloorMs(r, bw.read_gbps, peak_gflops);
-      const double bw_ms = (r.weight_bytes_per_step + r.kv_bytes_per_step) / (bw.read_gbps * 1e9) * 1e3;
+      const double bw_ms = DecodeStepBandwidthMs(r, bw.read_gbps);
       j["rows"].push_back({{"batch", r.batch}, {"tokens_per_s", r.tokens_per_s}, {"step_ms", r.step_ms},
                            {"weight_bytes_per_step", r.weight_bytes_per_step}, {"kv_bytes_per_step", r.kv_bytes_per_step},
                            {"experts_touched_per_layer", r.experts_touched_per_layer},
@@ -101,7 +101,7 @@ Status RunDecode(const DecodeFlags& f) {
   for (const auto& r : rows) {
     const double flops = r.dense_flops_per_step + r.routed_flops_per_step + r.attention_flops_per_step;
     const double floor_ms = DecodeStepFloorMs(r, bw.read_gbps, peak_gflops);
-    const double bw_ms = (r.weight_bytes_per_step + r.kv_bytes_per_step) / (bw.read_gbps * 1e9) * 1e3;
+    const double bw_ms = DecodeStepBandwidthMs(r, bw.read_gbps);
     std::printf("%6d %10.2f %10.2f %10.2f %10.2f %10.1f%% %9.1f%%\n", r.batch, flops / 1e9, bw_ms, floor_ms,
                 r.step_ms, 100.0 * bw_ms / floor_ms, 100.0 * floor_ms / r.step_ms);
   }

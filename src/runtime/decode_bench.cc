@@ -11,38 +11,32 @@ namespace epserve {
 
 namespace {
 
-double MlpBytes(const MlpWeights& m) { return m.empty() ? 0 : m.gate.Bytes() + m.up.Bytes() + m.down.Bytes(); }
-
-// Bytes of every weight a decode step reads regardless of routing.
-double DenseBytes(const ModelWeights& w) {
-  double b = w.lm_head.Bytes();
-  for (const auto& l : w.layers) {
-    const auto& a = l.attn;
-    for (const WeightView* v : {&a.q_a, &a.q_b, &a.q, &a.kv_a, &a.kv_b, &a.o})
-      if (!v->empty()) b += v->Bytes();
-    b += MlpBytes(l.dense);
-    if (l.moe) b += l.moe->router.Bytes() + MlpBytes(l.moe->shared);
-  }
-  return b;
-}
-
+// What a decode step moves through one weight: its bytes, or its elements (the multiply-adds
+// per token).
+using Measure = double (*)(const WeightView&);
+double Bytes(const WeightView& v) { return v.empty() ? 0 : static_cast<double>(v.Bytes()); }
 double Elements(const WeightView& v) { return v.empty() ? 0 : static_cast<double>(v.rows) * v.cols; }
-double MlpElements(const MlpWeights& m) { return m.empty() ? 0 : Elements(m.gate) + Elements(m.up) + Elements(m.down); }
 
-// Multiply-adds per token through every weight a step reads regardless of routing (kv_b counts
-// once: its W_uk rows absorb into the query, its W_uv rows expand the attention output).
-double DenseMacsPerToken(const ModelWeights& w) {
-  double m = Elements(w.lm_head);
+double Mlp(const MlpWeights& m, Measure f) { return m.empty() ? 0 : f(m.gate) + f(m.up) + f(m.down); }
+
+// Summed over every weight a decode step reads regardless of routing (kv_b counts once: its
+// W_uk rows absorb into the query, its W_uv rows expand the attention output).
+double Dense(const ModelWeights& w, Measure f) {
+  double sum = f(w.lm_head);
   for (const auto& l : w.layers) {
     const auto& a = l.attn;
-    for (const WeightView* v : {&a.q_a, &a.q_b, &a.q, &a.kv_a, &a.kv_b, &a.o}) m += Elements(*v);
-    m += MlpElements(l.dense);
-    if (l.moe) m += Elements(l.moe->router) + MlpElements(l.moe->shared);
+    for (const WeightView* v : {&a.q_a, &a.q_b, &a.q, &a.kv_a, &a.kv_b, &a.o}) sum += f(*v);
+    sum += Mlp(l.dense, f);
+    if (l.moe) sum += f(l.moe->router) + Mlp(l.moe->shared, f);
   }
-  return m;
+  return sum;
 }
 
 }  // namespace
+
+double DecodeStepBandwidthMs(const DecodeBenchRow& r, double read_gbps) {
+  return (r.weight_bytes_per_step + r.kv_bytes_per_step) / (read_gbps * 1e9) * 1e3;
+}
 
 double DecodeStepFloorMs(const DecodeBenchRow& r, double read_gbps, double peak_gflops) {
   auto floor_s = [&](double bytes, double flops) { return std::max(bytes / (read_gbps * 1e9), flops / (peak_gflops * 1e9)); };
@@ -57,8 +51,8 @@ StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, Thre
   const ModelWeights& w = *lm.weights;
   if (opt.decode_steps < 1)
     return Status::InvalidArgument("bench decode: --steps must be at least 1, got " + std::to_string(opt.decode_steps));
-  const double dense = DenseBytes(w);
-  const double dense_macs = DenseMacsPerToken(w);
+  const double dense = Dense(w, Bytes);
+  const double dense_macs = Dense(w, Elements);
   // Attention per token, layer and head, per cached position: a score over the latent and
   // rotary parts, then the latent value.
   const double attn_macs_per_position =
@@ -105,11 +99,11 @@ StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, Thre
       const double weights_before = weight_bytes;
       weight_bytes += dense;
       for (int l = 0; l < c.num_hidden_layers; ++l) {
-        for (int e : touched[l]) weight_bytes += MlpBytes(w.layers[l].moe->experts[e]);
+        for (int e : touched[l]) weight_bytes += Mlp(w.layers[l].moe->experts[e], Bytes);
         experts += static_cast<double>(touched[l].size());
         if (!touched[l].empty())  // every token takes top_k experts of the same shape
           routed_macs += static_cast<double>(batch) * c.num_experts_per_tok *
-                         MlpElements(w.layers[l].moe->experts[*touched[l].begin()]);
+                         Mlp(w.layers[l].moe->experts[*touched[l].begin()], Elements);
       }
       steps.emplace_back(dt, weight_bytes - weights_before + kv_step);
     }

@@ -49,6 +49,8 @@ struct DecodeBenchRow {
 // bytes / bandwidth, the step is compute-bound at that rate and the bandwidth fraction cannot
 // reach 100%: the ratio of the two is the best fraction of read bandwidth attainable.
 double DecodeStepFloorMs(const DecodeBenchRow& row, double read_gbps, double peak_gflops);
+// The step's (weight + KV) bytes at read_gbps, ms: its bandwidth roofline.
+double DecodeStepBandwidthMs(const DecodeBenchRow& row, double read_gbps);
 
 StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& model, ThreadPool& pool,
                                                      const DecodeBenchOptions& options);
