@@ -3,11 +3,11 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <functional>
 #include <string>
 
+#include "base/timer.h"
 #include "hwy/highway.h"
 #include "kernels/kernel_bench_cases.h"
 #include "kernels/matmul.h"
@@ -15,10 +15,6 @@
 namespace epserve::kernels {
 
 namespace {
-
-double Seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 std::string Shape(int64_t m, int64_t n, int64_t k) {
   return "M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k);
@@ -103,9 +99,9 @@ double BestSeconds(int repeats, const std::function<void()>& fn) {
   fn();  // warm-up: page faults, dispatch, caches
   double best = 1e30;
   for (int i = 0; i < std::max(1, repeats); ++i) {
-    const double t0 = Seconds();
+    const double t0 = NowSeconds();
     fn();
-    best = std::min(best, Seconds() - t0);
+    best = std::min(best, NowSeconds() - t0);
   }
   return best;
 }

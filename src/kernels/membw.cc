@@ -1,9 +1,10 @@
 #include "kernels/membw.h"
 
 #include <algorithm>
-#include <chrono>
 #include <memory>
 #include <vector>
+
+#include "base/timer.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/membw.cc"
@@ -54,13 +55,6 @@ namespace epserve::kernels {
 HWY_EXPORT(SumRange);
 HWY_EXPORT(Triad);
 
-namespace {
-double Seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 BandwidthResult MeasureBandwidth(const BandwidthOptions& opt, ThreadPool& pool) {
   BandwidthResult r;
   const int64_t n = opt.bytes / 4;
@@ -72,11 +66,11 @@ BandwidthResult MeasureBandwidth(const BandwidthOptions& opt, ThreadPool& pool) 
   const auto triad = HWY_DYNAMIC_DISPATCH(Triad);
   std::vector<float> sink(pool.num_threads() * 16);
   for (int rep = 0; rep < opt.repeats; ++rep) {
-    double t0 = Seconds();
+    double t0 = NowSeconds();
     pool.ParallelFor(n, 4096, [&](size_t b, size_t e, int t) {
       sink[t * 16] += sum_range(buf.get() + b, e - b);
     });
-    double dt = Seconds() - t0;
+    double dt = NowSeconds() - t0;
     r.read_gbps = std::max(r.read_gbps, opt.bytes / dt / 1e9);
   }
   buf.reset();
@@ -88,11 +82,11 @@ BandwidthResult MeasureBandwidth(const BandwidthOptions& opt, ThreadPool& pool) 
     std::fill(c.get() + lo, c.get() + hi, 2.0f);
   });
   for (int rep = 0; rep < opt.repeats; ++rep) {
-    double t0 = Seconds();
+    double t0 = NowSeconds();
     pool.ParallelFor(m, 4096, [&](size_t lo, size_t hi, int) {
       triad(a.get() + lo, b.get() + lo, c.get() + lo, 3.0f, hi - lo);
     });
-    double dt = Seconds() - t0;
+    double dt = NowSeconds() - t0;
     r.triad_gbps = std::max(r.triad_gbps, 3.0 * m * 4 / dt / 1e9);
   }
   // Keep the compiler from dropping the reads.
