@@ -129,7 +129,9 @@ void RegisterBenchCommand(CLI::App& app, CommandContext& ctx) {
       "decode",
       "Decode tokens/s at several batch sizes on the bench model (generated on first use, >= 2 GB),\n"
       "bytes of weights + KV read per step, and that against this machine's memory bandwidth\n"
-      "measured in the same run (streaming read; STREAM triad printed beside it).");
+      "measured in the same run (streaming read; STREAM triad printed beside it); FLOPs per step\n"
+      "against the engine's best GEMM rate measured in the same run, giving the least time a step\n"
+      "can take and the best fraction of bandwidth this machine's compute allows.");
   decode->add_option("--model", f->model, "checkpoint directory (default: the bench preset)");
   decode->add_option("--dtype", f->dtype, "bf16 | fp8, for the default bench model")->capture_default_str();
   decode->add_option("--batches", f->batches, "batch sizes (comma-separated)")->delimiter(',')->capture_default_str();
