@@ -10,7 +10,9 @@ PACKAGES=(
   libhwy-dev libopenblas-dev libeigen3-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3-torch python3-numpy python3-matplotlib
+  libpcre2-dev libutf8proc-dev
+  python3-torch python3-numpy python3-matplotlib python3-jinja2
+  nodejs
 )
 
 missing=()
@@ -23,6 +25,14 @@ if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}" >&2
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# npm ships inside NodeSource's nodejs; Debian's own nodejs needs the separate npm package.
+if ! command -v npm >/dev/null; then
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends npm
 fi
 
 BUILD_DIR=${BUILD_DIR:-build}
