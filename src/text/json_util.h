@@ -1,0 +1,34 @@
+// Reading the tokenizer's JSON files with one-line errors that name the file and the place:
+// "tokenizer.json: line 3, column 17 (byte 52): syntax error ..." for malformed JSON and
+// "tokenizer.json: model.merges[12]: expected a string" for a wrong type.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+
+namespace epserve::text {
+
+// Parses `text`; `name` (e.g. "tokenizer.json") prefixes errors.
+StatusOr<nlohmann::json> ParseJson(std::string_view text, const std::string& name);
+// Reads and parses the file at `path`; errors are prefixed with `name`.
+StatusOr<nlohmann::json> ReadJsonFile(const std::string& path, const std::string& name);
+
+// Typed field access; `where` is the path of `obj` ("tokenizer.json: model"), errors append the key.
+// Missing or null keys give `fallback`.
+StatusOr<std::string> GetString(const nlohmann::json& obj, const char* key, const std::string& where,
+                                std::string fallback = "");
+StatusOr<bool> GetBool(const nlohmann::json& obj, const char* key, const std::string& where, bool fallback);
+StatusOr<int64_t> GetInt(const nlohmann::json& obj, const char* key, const std::string& where, int64_t fallback);
+
+// "<where>: expected <what>, got <type>".
+Status TypeError(const std::string& where, const char* what, const nlohmann::json& got);
+
+// The "type" string of a component object, or an error naming `where`.
+StatusOr<std::string> ComponentType(const nlohmann::json& obj, const std::string& where);
+Status Unsupported(const std::string& where, const std::string& type);
+
+}  // namespace epserve::text
