@@ -31,6 +31,9 @@ class ChatTemplate {
   // `strftime_now(fmt)` formats the current local time, or, when the context holds
   // "strftime_now_epoch" (seconds since 1970, UTC), that fixed instant (for reproducible tests).
   // Errors (raise_exception, a type error, an unsupported filter) name origin:line:column.
+  // Dict order is visible to templates (`tojson`, `items()`): nlohmann::json keeps object keys
+  // sorted, ordered_json keeps them as parsed (as Python's json does), so prefer ordered_json.
+  StatusOr<std::string> Render(const nlohmann::ordered_json& context) const;
   StatusOr<std::string> Render(const nlohmann::json& context) const;
 
   const std::string& origin() const;
@@ -45,6 +48,6 @@ class ChatTemplate {
 StatusOr<ChatTemplate> LoadChatTemplate(const std::string& tokenizer_config_path);
 
 // The same from an already-parsed tokenizer_config.json; `origin` names it in errors.
-StatusOr<ChatTemplate> ChatTemplateFromConfig(const nlohmann::json& config, const std::string& origin);
+StatusOr<ChatTemplate> ChatTemplateFromConfig(const nlohmann::ordered_json& config, const std::string& origin);
 
 }  // namespace epserve::text
