@@ -7,6 +7,7 @@
 #include "io/npy.h"
 #include "comm/communicator.h"
 #include "runtime/ep_runner.h"
+#include "runtime/engine.h"
 #include "runtime/generator.h"
 #include "runtime/loaded_model.h"
 #include "runtime/trace_recorder.h"
@@ -20,8 +21,18 @@ struct GenerateFlags {
   std::string model;
   std::vector<std::string> prompts;
   int max_tokens = 16;
+  std::string arrivals;
   std::string logits_out, tokens_out;
   float temperature = 0.0f, top_p = 1.0f;
+  int top_k = 0;
+  bool ignore_eos = false;
+  // Engine.
+  std::string kv_dtype = "f32";
+  std::string kv_memory;  // bytes with an optional K/M/G suffix; empty: enough for all requests
+  int64_t block_size = 64;
+  int64_t max_batch_tokens = 256;
+  int max_running = 64;
+  bool no_prefix_cache = false;
   uint64_t seed = 0;
   int threads = 0;
   std::string expert_input = "f32";
@@ -59,20 +70,80 @@ StatusOr<std::vector<int32_t>> ParseIds(const std::string& text, size_t idx) {
   return ids;
 }
 
+StatusOr<int64_t> ParseBytes(const std::string& text) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0) return Status::InvalidArgument("--kv-memory: \"" + text + "\" is not a size (e.g. 512M, 2G)");
+  std::string unit = text.substr(used);
+  double mul = unit.empty() || unit == "B" ? 1 : unit == "K" ? 1024.0 : unit == "M" ? 1024.0 * 1024 : unit == "G" ? 1024.0 * 1024 * 1024 : -1;
+  if (mul < 0 || v <= 0) return Status::InvalidArgument("--kv-memory: \"" + text + "\" is not a size (e.g. 512M, 2G)");
+  return static_cast<int64_t>(v * mul);
+}
+
+StatusOr<std::vector<GenerateRequest>> BuildRequests(const GenerateFlags& f) {
+  std::vector<GenerateRequest> reqs;
+  if (!f.arrivals.empty()) {
+    if (!f.prompts.empty()) return Status::InvalidArgument("give either --prompt-ids or --arrivals, not both");
+    ASSIGN_OR_RETURN(reqs, ReadArrivals(f.arrivals, f.max_tokens));
+  } else {
+    if (f.prompts.empty()) return Status::InvalidArgument("give --prompt-ids (one per sequence) or --arrivals FILE");
+    for (size_t i = 0; i < f.prompts.size(); ++i) {
+      ASSIGN_OR_RETURN(auto ids, ParseIds(f.prompts[i], i));
+      reqs.push_back({.prompt = std::move(ids), .max_tokens = f.max_tokens,
+                      .sampling = {.temperature = f.temperature, .top_p = f.top_p, .top_k = f.top_k,
+                                   .seed = f.seed + static_cast<uint64_t>(i)},
+                      .ignore_eos = f.ignore_eos, .sequence_id = static_cast<uint32_t>(i)});
+    }
+  }
+  if (f.max_tokens < 1) return Status::InvalidArgument("--max-tokens must be >= 1");
+  return reqs;
+}
+
+StatusOr<EngineOptions> BuildEngineOptions(const GenerateFlags& f) {
+  ASSIGN_OR_RETURN(KvDType dtype, ParseKvDType(f.kv_dtype));
+  if (f.block_size < 1) return Status::InvalidArgument("--block-size must be >= 1");
+  if (f.max_batch_tokens < 1) return Status::InvalidArgument("--max-batch-tokens must be >= 1");
+  if (f.max_running < 1) return Status::InvalidArgument("--max-running must be >= 1");
+  return EngineOptions{.max_batch_tokens = f.max_batch_tokens, .max_running = f.max_running,
+                       .block_size = f.block_size, .kv_dtype = dtype, .prefix_cache = !f.no_prefix_cache,
+                       .keep_logits = !f.logits_out.empty()};
+}
+
 struct Timing {
   int64_t prefill_tokens, decode_tokens;
   double prefill_seconds, decode_seconds;
 };
-Status Report(const GenerateFlags& f, const std::vector<std::vector<int32_t>>& tokens, const std::vector<float>& logits,
-              int vocab, const Timing& t);
+Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results, int vocab, const Timing& t);
+
+void PrintPool(const EngineOptions& e, const ModelConfig& c, int64_t longest) {
+  const int64_t tokens = e.num_blocks * e.block_size;
+  const double mib = static_cast<double>(tokens) * c.num_hidden_layers * c.kv_a_dim() * KvDTypeBytes(e.kv_dtype) / (1 << 20);
+  std::printf("KV cache: %lld blocks x %lld positions = %lld tokens (%.1f MiB, %s); %lld requests of %lld tokens at once\n",
+              static_cast<long long>(e.num_blocks), static_cast<long long>(e.block_size), static_cast<long long>(tokens),
+              mib, KvDTypeName(e.kv_dtype),
+              static_cast<long long>(e.num_blocks / ((longest + e.block_size - 1) / e.block_size)),
+              static_cast<long long>(longest));
+}
+
+int64_t Longest(const std::vector<GenerateRequest>& reqs) {
+  int64_t longest = 1;
+  for (const auto& r : reqs) longest = std::max<int64_t>(longest, static_cast<int64_t>(r.prompt.size()) + r.max_tokens);
+  return longest;
+}
 
 // Under mpirun: every rank runs its DP group's share; rank 0 prints. Errors every rank sees
 // alike are printed once (by rank 0); a rank's own failure is printed by that rank, and the job
 // is aborted so no peer waits for it.
-Status RunDistributed(const GenerateFlags& f, const std::string& dir, const std::vector<std::vector<int32_t>>& prompts,
-                      const GenerateOptions& opt) {
+Status RunDistributed(const GenerateFlags& f, const std::string& dir, const std::vector<GenerateRequest>& reqs,
+                      const EngineOptions& engine, int64_t kv_bytes) {
   ASSIGN_OR_RETURN(auto mpi, comm::MpiWorld::Init(nullptr, nullptr, {.timeout_seconds = f.timeout}));
-  EpRunOptions eo{.model_dir = dir, .prompts = prompts, .generate = opt, .tp = f.tp, .ranks_per_node = f.ranks_per_node,
+  EpRunOptions eo{.model_dir = dir, .requests = reqs, .engine = engine, .kv_memory_bytes = kv_bytes,
+                  .keep_logits = !f.logits_out.empty(), .tp = f.tp, .ranks_per_node = f.ranks_per_node,
                   .a2a = f.a2a == "padded" ? comm::A2aMode::kPadded : comm::A2aMode::kSparse,
                   .placement_path = f.placement, .threads = f.threads, .weights = WeightMemory(f),
                   .kill_rank = f.kill_rank, .kill_step = f.kill_step,
@@ -90,11 +161,11 @@ Status RunDistributed(const GenerateFlags& f, const std::string& dir, const std:
     mpi->Abort(1);
   }
   if (rank != 0) return Status::Ok();
-  std::printf("ranks: %d (machines: %d, DP %d x TP %d), prompts per DP group:", res.num_ranks, res.num_nodes, res.dp,
+  std::printf("ranks: %d (machines: %d, DP %d x TP %d), requests per DP group:", res.num_ranks, res.num_nodes, res.dp,
               res.tp);
   for (int b : res.group_batch) std::printf(" %d", b);
   std::printf("\n");
-  RETURN_IF_ERROR(Report(f, res.tokens, res.logits, res.vocab,
+  RETURN_IF_ERROR(Report(f, res.requests, res.vocab,
                          {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds}));
   if (f.stats) std::printf("\n%s", res.stats_table.c_str());
   return Status::Ok();
@@ -105,20 +176,18 @@ Status Run(const GenerateFlags& f) {
   if (dir.empty()) {
     ASSIGN_OR_RETURN(dir, EnsureDefaultModel());
   }
-  std::vector<std::vector<int32_t>> prompts;
-  for (size_t i = 0; i < f.prompts.size(); ++i) {
-    ASSIGN_OR_RETURN(auto ids, ParseIds(f.prompts[i], i));
-    prompts.push_back(std::move(ids));
+  ASSIGN_OR_RETURN(std::vector<GenerateRequest> reqs, BuildRequests(f));
+  ASSIGN_OR_RETURN(EngineOptions engine, BuildEngineOptions(f));
+  int64_t kv_bytes = 0;
+  if (!f.kv_memory.empty()) {
+    ASSIGN_OR_RETURN(kv_bytes, ParseBytes(f.kv_memory));
   }
-  GenerateOptions opt{.max_tokens = f.max_tokens,
-                      .sampling = {.temperature = f.temperature, .top_p = f.top_p, .seed = f.seed},
-                      .keep_logits = !f.logits_out.empty()};
   if (f.expert_input != "f32" && f.expert_input != "fp8")
     return Status::InvalidArgument("--expert-input must be f32 or fp8, got " + f.expert_input);
   if (f.a2a != "sparse" && f.a2a != "padded") return Status::InvalidArgument("--a2a must be sparse or padded, got " + f.a2a);
   if (comm::LaunchedByMpi() && !f.trace_out.empty())
     return Status::InvalidArgument("--trace-out is recorded by a single process; run without mpirun");
-  if (comm::LaunchedByMpi()) return RunDistributed(f, dir, prompts, opt);
+  if (comm::LaunchedByMpi()) return RunDistributed(f, dir, reqs, engine, kv_bytes);
   if (f.tp != 1 || f.stats || !f.placement.empty())
     return Status::InvalidArgument("--tp, --placement and --stats need several ranks: run under mpirun -np N");
   ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {.memory = WeightMemory(f)}));
@@ -132,17 +201,41 @@ Status Run(const GenerateFlags& f) {
     ASSIGN_OR_RETURN(recorder, TraceRecorder::Open(f.trace_out, loaded->config));
     model.SetRouteObserver([&recorder](const RouteEvent& ev) { recorder->Observe(ev); });
   }
-  ASSIGN_OR_RETURN(GenerateResult res, Generate(model, prompts, opt));
+  const ModelConfig& c = loaded->config;
+  engine.default_stop_ids = c.eos_token_ids;
+  if (kv_bytes > 0) {
+    engine.num_blocks = KvMemoryBlocks(c, engine.kv_dtype, engine.block_size, kv_bytes);
+    if (engine.num_blocks < 1)
+      return Status::InvalidArgument("--kv-memory " + f.kv_memory + " holds not one cache block of " +
+                                     std::to_string(engine.block_size) + " positions");
+  } else {
+    for (const auto& r : reqs)
+      engine.num_blocks += (static_cast<int64_t>(r.prompt.size()) + r.max_tokens + engine.block_size - 1) / engine.block_size;
+  }
+  PrintPool(engine, c, Longest(reqs));
+  Engine eng(model, engine);
+  ASSIGN_OR_RETURN(GenerateResult res, RunRequests(eng, reqs, {.keep_logits = !f.logits_out.empty()}));
   if (recorder) RETURN_IF_ERROR(recorder->Close());
-  return Report(f, res.tokens, res.logits, loaded->config.vocab_size,
-                {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds});
+  const EngineStats& st = res.stats;
+  std::printf("engine: %d steps, %lld of %lld prompt tokens from the prefix cache, %lld preemptions\n", res.steps,
+              static_cast<long long>(st.cached_prompt_tokens), static_cast<long long>(st.prompt_tokens),
+              static_cast<long long>(st.preemptions));
+  return Report(f, res.requests, c.vocab_size, {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds});
 }
 
-Status Report(const GenerateFlags& f, const std::vector<std::vector<int32_t>>& tokens, const std::vector<float>& logits,
-              int vocab, const Timing& t) {
-  for (size_t s = 0; s < tokens.size(); ++s) {
+Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results, int vocab, const Timing& t) {
+  bool any_error = false;
+  for (size_t s = 0; s < results.size(); ++s) {
+    const RequestResult& r = results[s];
     std::printf("sequence %zu:", s);
-    for (int32_t id : tokens[s]) std::printf(" %d", id);
+    for (int32_t id : r.tokens) std::printf(" %d", id);
+    if (r.finish == FinishReason::kError) {
+      std::printf(" [error: %s]", r.error.c_str());
+      any_error = true;
+    } else {
+      std::printf(" [%s, %lld prompt tokens cached]", FinishReasonName(r.finish),
+                  static_cast<long long>(r.cached_prompt_tokens));
+    }
     std::printf("\n");
   }
   std::printf("prefill: %lld tokens in %.3f s (%.1f tokens/s)\n", static_cast<long long>(t.prefill_tokens),
@@ -150,13 +243,27 @@ Status Report(const GenerateFlags& f, const std::vector<std::vector<int32_t>>& t
   std::printf("decode: %lld tokens in %.3f s (%.1f tokens/s)\n", static_cast<long long>(t.decode_tokens),
               t.decode_seconds, t.decode_tokens / std::max(t.decode_seconds, 1e-9));
   if (!f.logits_out.empty()) {
-    RETURN_IF_ERROR(WriteNpyF32(f.logits_out, {static_cast<int64_t>(tokens.size()), f.max_tokens, vocab}, logits.data()));
+    // [requests, max_tokens, vocab]; rows past a request's last token are zero.
+    int steps = 0;
+    for (const auto& r : results) steps = std::max(steps, static_cast<int>(r.tokens.size()));
+    steps = std::max(steps, f.max_tokens);
+    std::vector<float> all(results.size() * static_cast<size_t>(steps) * vocab, 0.0f);
+    for (size_t s = 0; s < results.size(); ++s)
+      std::copy(results[s].logits.begin(), results[s].logits.end(), all.begin() + s * static_cast<size_t>(steps) * vocab);
+    RETURN_IF_ERROR(WriteNpyF32(f.logits_out, {static_cast<int64_t>(results.size()), steps, vocab}, all.data()));
   }
   if (!f.tokens_out.empty()) {
+    std::vector<std::vector<int32_t>> tokens;
+    nlohmann::json finish = nlohmann::json::array();
+    for (const auto& r : results) {
+      tokens.push_back(r.tokens);
+      finish.push_back(FinishReasonName(r.finish));
+    }
     std::ofstream out(f.tokens_out);
-    out << nlohmann::json({{"tokens", tokens}}).dump() << "\n";
+    out << nlohmann::json({{"tokens", tokens}, {"finish", finish}}).dump() << "\n";
     if (!out) return Status::IoError(f.tokens_out + ": write failed");
   }
+  if (any_error) return Status::InvalidArgument("some requests failed (see above)");
   return Status::Ok();
 }
 
@@ -166,16 +273,36 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
   auto f = std::make_shared<GenerateFlags>();
   CLI::App* cmd = app.add_subcommand(
       "generate",
-      "Generate tokens for a batch of prompts given as token ids; prints the ids per sequence and\n"
-      "prefill/decode throughput. Without --model it uses the embedded default (preset tiny).");
+      "Generate tokens for prompts given as token ids (all at step 0) or replayed from an arrivals file, on the\n"
+      "serving engine (continuous batching, paged latent cache, prefix reuse); prints the ids per sequence, how it\n"
+      "finished, and prefill/decode throughput. Without --model it uses the embedded default (preset tiny).");
   cmd->add_option("--model", f->model, "checkpoint directory (config.json + safetensors)");
-  cmd->add_option("--prompt-ids", f->prompts, "comma-separated token ids; repeat for more sequences")->required();
-  cmd->add_option("--max-tokens", f->max_tokens, "tokens to generate per sequence")->capture_default_str();
+  cmd->add_option("--prompt-ids", f->prompts, "comma-separated token ids; repeat for more sequences");
+  cmd->add_option("--arrivals", f->arrivals,
+                  "replay requests arriving over time: JSON lines of {\"step\": N, \"prompt_ids\": [...], "
+                  "\"max_tokens\": M} with optional cancel_step, temperature, top_p, top_k, seed, stop_ids, "
+                  "ignore_eos (docs/serving-engine.md)");
+  cmd->add_option("--max-tokens", f->max_tokens, "tokens to generate per sequence (at most)")->capture_default_str();
+  cmd->add_flag("--ignore-eos", f->ignore_eos, "do not stop at the model's eos_token_id");
+  auto* eng = "Engine (docs/serving-engine.md)";
+  cmd->add_option("--kv-dtype", f->kv_dtype, "f32 | bf16 latent cache rows (bf16 halves the memory)")
+      ->group(eng)->capture_default_str();
+  cmd->add_option("--kv-memory", f->kv_memory,
+                  "bytes for the KV block pool per DP group (e.g. 512M, 2G); default: enough for every request at once")
+      ->group(eng);
+  cmd->add_option("--block-size", f->block_size, "positions per cache block")->group(eng)->capture_default_str();
+  cmd->add_option("--max-batch-tokens", f->max_batch_tokens, "token budget of one step (decodes + prefill chunks)")
+      ->group(eng)->capture_default_str();
+  cmd->add_option("--max-running", f->max_running, "requests holding cache blocks at once")->group(eng)->capture_default_str();
+  cmd->add_flag("--no-prefix-cache", f->no_prefix_cache, "never reuse cached prompt prefixes")->group(eng);
   cmd->add_option("--logits-out", f->logits_out,
-                  "write float32 logits [sequences, steps, vocab] (.npy); step 0 = last prompt position");
-  cmd->add_option("--tokens-out", f->tokens_out, "write {\"tokens\": [[...], ...]} as JSON");
+                  "write float32 logits [sequences, steps, vocab] (.npy); step 0 = last prompt position; rows after a "
+                  "sequence stopped are zero");
+  cmd->add_option("--tokens-out", f->tokens_out,
+                  "write {\"tokens\": [[...], ...], \"finish\": [...]} as JSON, in the order of the prompts / arrivals file");
   cmd->add_option("--temperature", f->temperature, "0 = greedy")->capture_default_str();
   cmd->add_option("--top-p", f->top_p, "nucleus sampling mass")->capture_default_str();
+  cmd->add_option("--top-k", f->top_k, "sample among the k most likely tokens (0: all)")->capture_default_str();
   cmd->add_option("--seed", f->seed, "sampling seed (sequence i uses seed + i)")->capture_default_str();
   cmd->add_option("--threads", f->threads, "worker threads (0: all cores)");
   cmd->add_option("--weights", f->weights,

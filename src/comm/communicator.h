@@ -43,6 +43,8 @@ class Communicator {
   virtual Status AllGather(const void* send, int64_t bytes, void* recv) = 0;  // recv: size() * bytes
   // Gathers variable-size byte blobs to `root`; on root, *out receives size() blobs.
   virtual Status GatherBlobs(const std::string& mine, int root, std::vector<std::string>* out) = 0;
+  // root's blob to every rank (sizes may differ before the call; after it, all equal root's).
+  virtual Status Broadcast(std::string* blob, int root) = 0;
   virtual Status Barrier() = 0;
   // Ranks with the same color form a new communicator, ordered by key.
   virtual StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) = 0;

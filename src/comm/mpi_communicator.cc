@@ -118,6 +118,17 @@ class MpiCommunicator : public Communicator {
     return Status::Ok();
   }
 
+  Status Broadcast(std::string* blob, int root) override {
+    int64_t len = static_cast<int64_t>(blob->size());
+    MPI_Request req;
+    MPI_RETURN_IF_ERROR(MPI_Ibcast(&len, 1, MPI_INT64_T, root, comm_, &req), "broadcast");
+    RETURN_IF_ERROR(WaitReq(&req, "broadcast"));
+    if (rank_ != root) blob->assign(len, '\0');
+    if (len == 0) return Status::Ok();
+    MPI_RETURN_IF_ERROR(MPI_Ibcast(blob->data(), static_cast<int>(len), MPI_BYTE, root, comm_, &req), "broadcast");
+    return WaitReq(&req, "broadcast");
+  }
+
   Status Barrier() override {
     MPI_Request req;
     MPI_RETURN_IF_ERROR(MPI_Ibarrier(comm_, &req), "barrier");

@@ -167,9 +167,14 @@ void AddAttentionRows(const KernelBenchOptions& opt, ThreadPool& pool,
   const int H = 16, L = 512, R = 64;
   const int64_t T = opt.quick ? 2 : 8, len = opt.quick ? 1024 : 8192;
   std::vector<float> cache = BenchVector(T * len * (L + R), 9);
-  std::vector<const float*> caches(T);
+  // One block per sequence (contiguous rows), as a paged cache with len-sized blocks.
+  std::vector<int32_t> block_ids(T);
+  std::vector<const int32_t*> tables(T);
   std::vector<int64_t> pos(T, len - 1);
-  for (int64_t t = 0; t < T; ++t) caches[t] = cache.data() + t * len * (L + R);
+  for (int64_t t = 0; t < T; ++t) {
+    block_ids[t] = static_cast<int32_t>(t);
+    tables[t] = &block_ids[t];
+  }
   std::vector<float> qa = BenchVector(T * H * L, 10), qp = BenchVector(T * H * R, 11),
                      out(T * H * L);
   KernelBenchRow r{.kernel = "mla_attention", .dtype = "f32", .regime = "memory"};
@@ -181,7 +186,8 @@ void AddAttentionRows(const KernelBenchOptions& opt, ThreadPool& pool,
                   .rope_dim = R,
                   .q_abs = qa.data(),
                   .q_pe = qp.data(),
-                  .token_cache = caches.data(),
+                  .cache = {.base = cache.data(), .block_stride = len * (L + R), .block_size = len},
+                  .token_blocks = tables.data(),
                   .token_pos = pos.data(),
                   .softmax_scale = 0.05f,
                   .out = out.data()},

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "tensor/dtype.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/mla_attention.cc"
@@ -19,6 +20,14 @@
 #include "hwy/highway.h"
 #include "kernels/simd-inl.h"
 
+#ifndef EPSERVE_KERNELS_MLA_TILE_ROWS_
+#define EPSERVE_KERNELS_MLA_TILE_ROWS_
+namespace epserve::kernels {
+// Rows of the widest tile any compiled target uses (its kTileS): the bf16 scratch is sized by it.
+constexpr int64_t kMaxTileRows = 64;
+}  // namespace epserve::kernels
+#endif
+
 HWY_BEFORE_NAMESPACE();
 namespace epserve::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
@@ -26,6 +35,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 constexpr int kMaxGroup = 8;
 // Positions per online-softmax step: a multiple of the vector length.
 constexpr int64_t kTileS = std::max<int64_t>(16, HWY_MAX_BYTES / sizeof(float));
+static_assert(kTileS <= kMaxTileRows, "MlaScratchFloats covers at most kMaxTileRows rows");
 
 // Scores of kP cache rows (kP = 1 or 2) for kG heads: s[p][g] = qa[g] . rows[p][0:L] +
 // qp[g] . rows[p][L:L+R]. Latent and rotary vector parts share one accumulator per (row, head),
@@ -118,13 +128,14 @@ HWY_INLINE void UpdateOutputs(DF df, float* const* o, const float* corr, const f
     }
 }
 
-// Heads h0 .. h0 + kG - 1 of token t.
+// Heads h0 .. h0 + kG - 1 of token t. `tile`: kTileS rows of scratch for a bf16 cache.
 template <int kG>
-HWY_NOINLINE void AttendGroup(const MlaAttentionArgs& a, int64_t t, int h0) {
+HWY_NOINLINE void AttendGroup(const MlaAttentionArgs& a, int64_t t, int h0, float* tile) {
   const hn::ScalableTag<float> df;
   const int H = a.num_heads, L = a.kv_lora_rank, R = a.rope_dim;
   const int64_t row = L + R, n = a.token_pos[t] + 1;
-  const float* cache = a.token_cache[t];
+  const int32_t* blocks = a.token_blocks[t];
+  const MlaCacheView& cv = a.cache;
   const float* qa[kG];
   const float* qp[kG];
   float* o[kG];
@@ -142,7 +153,27 @@ HWY_NOINLINE void AttendGroup(const MlaAttentionArgs& a, int64_t t, int h0) {
   for (int64_t s0 = 0; s0 < n; s0 += kTileS) {
     const int64_t ts = std::min(kTileS, n - s0);
     const float* rows[kTileS];
-    for (int64_t j = 0; j < ts; ++j) rows[j] = cache + (s0 + j) * row;
+    if (cv.type == CacheType::kF32) {
+      const float* base = static_cast<const float*>(cv.base);
+      for (int64_t j = 0; j < ts; ++j) {
+        const int64_t s = s0 + j;
+        rows[j] = base + blocks[s / cv.block_size] * cv.block_stride + (s % cv.block_size) * row;
+      }
+    } else {
+      const uint16_t* base = static_cast<const uint16_t*>(cv.base);
+      const hn::Rebind<hwy::bfloat16_t, decltype(df)> dbf;
+      const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+      for (int64_t j = 0; j < ts; ++j) {
+        const int64_t s = s0 + j;
+        const uint16_t* src = base + blocks[s / cv.block_size] * cv.block_stride + (s % cv.block_size) * row;
+        float* dst = tile + j * row;
+        int64_t i = 0;
+        for (; i + N <= row; i += N)
+          hn::StoreU(hn::PromoteTo(df, hn::LoadU(dbf, reinterpret_cast<const hwy::bfloat16_t*>(src + i))), df, dst + i);
+        for (; i < row; ++i) dst[i] = Bf16ToF32(src[i]);
+        rows[j] = dst;
+      }
+    }
     // Rows in pairs where the registers allow. Each (row, head) accumulator runs the same FMA
     // chain paired or not, so a head's scores do not depend on its group.
     constexpr bool kPairs = 2 * kG + 3 <= kVecRegs;
@@ -186,7 +217,7 @@ HWY_NOINLINE void AttendGroup(const MlaAttentionArgs& a, int64_t t, int h0) {
   }
 }
 
-void AttendItems(const MlaAttentionArgs& a, int64_t item_begin, int64_t item_end) {
+void AttendItems(const MlaAttentionArgs& a, int64_t item_begin, int64_t item_end, float* tile) {
   const int H = a.num_heads;
   for (int64_t item = item_begin; item < item_end;) {
     const int64_t t = item / H;
@@ -194,28 +225,28 @@ void AttendItems(const MlaAttentionArgs& a, int64_t item_begin, int64_t item_end
     const int g = static_cast<int>(std::min<int64_t>({kMaxGroup, H - h0, item_end - item}));
     switch (g) {
       case 1:
-        AttendGroup<1>(a, t, h0);
+        AttendGroup<1>(a, t, h0, tile);
         break;
       case 2:
-        AttendGroup<2>(a, t, h0);
+        AttendGroup<2>(a, t, h0, tile);
         break;
       case 3:
-        AttendGroup<3>(a, t, h0);
+        AttendGroup<3>(a, t, h0, tile);
         break;
       case 4:
-        AttendGroup<4>(a, t, h0);
+        AttendGroup<4>(a, t, h0, tile);
         break;
       case 5:
-        AttendGroup<5>(a, t, h0);
+        AttendGroup<5>(a, t, h0, tile);
         break;
       case 6:
-        AttendGroup<6>(a, t, h0);
+        AttendGroup<6>(a, t, h0, tile);
         break;
       case 7:
-        AttendGroup<7>(a, t, h0);
+        AttendGroup<7>(a, t, h0, tile);
         break;
       default:
-        AttendGroup<8>(a, t, h0);
+        AttendGroup<8>(a, t, h0, tile);
         break;
     }
     item += g;
@@ -235,9 +266,15 @@ void MlaAttention(const MlaAttentionArgs& a, ThreadPool& pool) {
   // Units of up to 8 heads (one group), fewer when that would leave threads idle.
   const int64_t items = a.num_tokens * a.num_heads;
   const int64_t grain = std::clamp<int64_t>(items / pool.num_threads(), 1, 8);
-  pool.ParallelFor(items, grain, [&](size_t b, size_t e, int) {
-    attend(a, static_cast<int64_t>(b), static_cast<int64_t>(e));
+  const int64_t per_thread = MlaScratchFloats(a.kv_lora_rank + a.rope_dim);
+  CHECK(a.cache.type == CacheType::kF32 || a.scratch != nullptr) << "bf16 cache needs scratch";
+  pool.ParallelFor(items, grain, [&](size_t b, size_t e, int thread) {
+    attend(a, static_cast<int64_t>(b), static_cast<int64_t>(e), a.scratch ? a.scratch + thread * per_thread : nullptr);
   });
+}
+
+int64_t MlaScratchFloats(int64_t row_width) {
+  return kMaxTileRows * row_width;
 }
 
 void MlaAttentionReference(const MlaAttentionArgs& a) {
@@ -248,10 +285,18 @@ void MlaAttentionReference(const MlaAttentionArgs& a) {
       const float* qa = a.q_abs + (t * H + h) * L;
       const float* qp = a.q_pe + (t * H + h) * R;
       const int64_t n = a.token_pos[t] + 1;
+      // Rows widened to float, as the kernel reads them.
+      std::vector<float> rows(n * row);
+      for (int64_t s = 0; s < n; ++s) {
+        const int64_t off = a.token_blocks[t][s / a.cache.block_size] * a.cache.block_stride + (s % a.cache.block_size) * row;
+        for (int64_t i = 0; i < row; ++i)
+          rows[s * row + i] = a.cache.type == CacheType::kF32 ? static_cast<const float*>(a.cache.base)[off + i]
+                                                              : Bf16ToF32(static_cast<const uint16_t*>(a.cache.base)[off + i]);
+      }
       std::vector<double> p(n);
       double mx = -INFINITY;
       for (int64_t s = 0; s < n; ++s) {
-        const float* c = a.token_cache[t] + s * row;
+        const float* c = rows.data() + s * row;
         double d = 0.0;
         for (int i = 0; i < L; ++i) d += static_cast<double>(qa[i]) * c[i];
         for (int i = 0; i < R; ++i) d += static_cast<double>(qp[i]) * c[L + i];
@@ -262,7 +307,7 @@ void MlaAttentionReference(const MlaAttentionArgs& a) {
       for (auto& v : p) sum += (v = std::exp(v - mx));
       for (int i = 0; i < L; ++i) {
         double o = 0.0;
-        for (int64_t s = 0; s < n; ++s) o += p[s] / sum * a.token_cache[t][s * row + i];
+        for (int64_t s = 0; s < n; ++s) o += p[s] / sum * rows[s * row + i];
         a.out[(t * H + h) * L + i] = static_cast<float>(o);
       }
     }

@@ -3,7 +3,9 @@
 //   out[h]      = sum_s softmax(score(h, .))[s] * c_kv[s]             (still latent: width L)
 // where q_abs[h] = W_uk[h]^T q_nope[h] was formed by the caller, and a cache row is
 // [c_kv (L) | k_pe (R)]. Tokens may belong to different sequences of different lengths: each
-// token brings a pointer to its sequence's cache and its own position (causal attention).
+// token brings its sequence's block table and its own position (causal attention). The cache is
+// paged: position s of a sequence lives in block table[s / block_size], row s % block_size, and
+// rows are float32 or bfloat16 (bf16 rows are widened tile by tile into per-thread scratch).
 // Vectorized (Highway, dispatched once per call); heads of a token are processed together so a
 // cache row is read once for several heads; the softmax is computed online, in tiles of
 // positions. Work is split over (token, head); results are bit-identical for any thread count.
@@ -16,6 +18,17 @@
 
 namespace epserve::kernels {
 
+enum class CacheType { kF32, kBF16 };
+
+// One layer's view of a paged latent cache. Block b's rows of this layer start at
+// base + b * block_stride elements; each holds block_size rows of L + R elements.
+struct MlaCacheView {
+  const void* base = nullptr;
+  int64_t block_stride = 0;  // elements
+  int64_t block_size = 0;    // positions per block
+  CacheType type = CacheType::kF32;
+};
+
 struct MlaAttentionArgs {
   int64_t num_tokens = 0;
   int num_heads = 0;
@@ -23,14 +36,17 @@ struct MlaAttentionArgs {
   int rope_dim = 0;                           // R
   const float* q_abs = nullptr;               // [num_tokens, num_heads, L]
   const float* q_pe = nullptr;                // [num_tokens, num_heads, R] (RoPE applied)
-  const float* const* token_cache = nullptr;  // per token: its sequence's cache, rows of L + R
-  const int64_t* token_pos = nullptr;         // per token: attends to cache rows [0, pos]
+  MlaCacheView cache;
+  const int32_t* const* token_blocks = nullptr;  // per token: its sequence's block table
+  const int64_t* token_pos = nullptr;            // per token: attends to cache rows [0, pos]
   float softmax_scale = 1.0f;
   float* out = nullptr;  // [num_tokens, num_heads, L]
-  // Unused since the softmax became online; kept so existing callers compile unchanged.
+  // bf16 caches only: per thread MlaScratchFloats(L + R) floats (thread t at t * that).
   float* scratch = nullptr;
-  int64_t scratch_per_thread = 0;
 };
+
+// Scratch floats one thread needs for a bf16 cache of rows `row_width` wide.
+int64_t MlaScratchFloats(int64_t row_width);
 
 void MlaAttention(const MlaAttentionArgs& args, ThreadPool& pool);
 

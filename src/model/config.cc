@@ -106,6 +106,21 @@ StatusOr<ModelConfig> ModelConfig::Parse(const std::string& text, const std::str
   r.Get("rope_theta", &c.rope_theta, false);
   r.Get("tie_word_embeddings", &c.tie_word_embeddings, false);
   RETURN_IF_ERROR(r.status());
+  if (j.contains("bos_token_id") && !j["bos_token_id"].is_null()) {
+    if (!j["bos_token_id"].is_number_integer()) return Status::InvalidArgument(path + ": bos_token_id must be an integer");
+    c.bos_token_id = j["bos_token_id"].get<int>();
+  }
+  if (j.contains("eos_token_id") && !j["eos_token_id"].is_null()) {
+    const json& e = j["eos_token_id"];
+    bool ok = e.is_number_integer() || e.is_array();
+    if (e.is_number_integer()) c.eos_token_ids.push_back(e.get<int>());
+    if (e.is_array())
+      for (const json& x : e) {
+        ok = ok && x.is_number_integer();
+        if (x.is_number_integer()) c.eos_token_ids.push_back(x.get<int>());
+      }
+    if (!ok) return Status::InvalidArgument(path + ": eos_token_id must be an integer or a list of integers");
+  }
 
   if (topk_method == "noaux_tc") c.topk_method = kernels::TopkMethod::kNoauxTc;
   else if (topk_method == "greedy") c.topk_method = kernels::TopkMethod::kGreedy;
@@ -157,6 +172,8 @@ Status ModelConfig::Validate(const std::string& path) const {
   if (kv_lora_rank <= 0 || qk_nope_head_dim <= 0 || v_head_dim <= 0 || qk_rope_head_dim <= 0 || qk_rope_head_dim % 2)
     return bad("kv_lora_rank, qk_nope_head_dim, v_head_dim must be positive and qk_rope_head_dim positive and even");
   if (q_lora_rank < 0) return bad("q_lora_rank must be null or positive");
+  for (int e : eos_token_ids)
+    if (e < 0 || e >= vocab_size) return bad("eos_token_id " + std::to_string(e) + " is outside the vocabulary");
   if (num_nextn_predict_layers < 0) return bad("num_nextn_predict_layers must be >= 0");
   if (moe_layer_freq != 1) return bad("moe_layer_freq " + std::to_string(moe_layer_freq) + " is not supported (want 1)");
   if (first_k_dense_replace < 0 || (first_k_dense_replace > 0 && intermediate_size <= 0))
@@ -227,6 +244,9 @@ std::string ModelConfig::ToJson() const {
     j["rope_scaling"] = nullptr;
   }
   j["tie_word_embeddings"] = false;
+  if (bos_token_id >= 0) j["bos_token_id"] = bos_token_id;
+  if (eos_token_ids.size() == 1) j["eos_token_id"] = eos_token_ids[0];
+  if (eos_token_ids.size() > 1) j["eos_token_id"] = eos_token_ids;
   j["torch_dtype"] = "bfloat16";
   if (fp8) {
     j["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},

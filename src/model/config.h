@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "kernels/gate.h"
@@ -51,6 +52,8 @@ struct ModelConfig {
   YarnScaling rope_scaling;
   bool tie_word_embeddings = false;
   bool fp8 = false;                // quantization_config: fp8 e4m3, 128x128 weight blocks
+  int bos_token_id = -1;           // -1: not given
+  std::vector<int> eos_token_ids;  // eos_token_id (an id or a list); generation stops there
 
   // Parses and validates config.json text; `path` is used in error messages.
   static StatusOr<ModelConfig> Parse(const std::string& json_text, const std::string& path);

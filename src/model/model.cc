@@ -16,10 +16,10 @@ namespace epserve {
 struct Model::Workspace {
   int64_t T = 0;
   std::vector<int64_t> token_pos;
-  std::vector<int> token_slot;
   std::vector<uint32_t> token_seq;
   std::vector<uint64_t> token_key;
-  std::vector<const float*> token_cache;
+  std::vector<const int32_t*> token_blocks;  // each token's block table
+  std::vector<int32_t> token_block;          // the block its own row goes to
   AlignedVector<float> x, xn, q_a, q, kv_a, q_abs, q_pe, o_lat, o, o_gather, o_full, attn_out, ffn_out;
   AlignedVector<float> router_logits, gate_scratch, weights, attn_scratch;
   std::vector<int32_t> expert_ids;
@@ -40,17 +40,43 @@ Model::Model(const ModelConfig& config, const ModelWeights& weights, ThreadPool&
 Model::~Model() = default;
 
 Status Model::Forward(const ForwardBatch& batch, LatentKvCache& cache, float* logits) {
-  const ModelConfig& c = config_;
-  Workspace& w = *ws_;
-  const int H = c.hidden_size;
-  int64_t T = 0, max_pos = 0;
-  for (const auto& ch : batch.chunks) {
-    if (ch.slot < 0 || ch.slot >= cache.num_slots()) return Status::InvalidArgument("sequence slot " + std::to_string(ch.slot) + " out of range");
+  ForwardBatch b = batch;
+  for (auto& ch : b.chunks) {
+    if (ch.slot < 0 || ch.slot >= cache.num_slots())
+      return Status::InvalidArgument("sequence slot " + std::to_string(ch.slot) + " out of range");
     const int64_t end = cache.length(ch.slot) + static_cast<int64_t>(ch.tokens.size());
     if (end > cache.max_positions())
       return Status::InvalidArgument("sequence in slot " + std::to_string(ch.slot) + " needs " + std::to_string(end) +
                                      " positions; the cache holds " + std::to_string(cache.max_positions()));
-    if (ch.tokens.empty()) return Status::InvalidArgument("empty chunk for slot " + std::to_string(ch.slot));
+    ch.start = cache.length(ch.slot);
+    ch.blocks = {cache.table(ch.slot), 1};
+    ch.want_logits = true;
+  }
+  RETURN_IF_ERROR(Forward(b, cache.blocks(), logits));
+  for (const auto& ch : b.chunks) cache.set_length(ch.slot, ch.start + static_cast<int64_t>(ch.tokens.size()));
+  return Status::Ok();
+}
+
+Status Model::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logits) {
+  const ModelConfig& c = config_;
+  Workspace& w = *ws_;
+  const int H = c.hidden_size;
+  if (kv.num_layers != c.num_hidden_layers || kv.row_width != c.kv_a_dim())
+    return Status::InvalidArgument("KV cache of " + std::to_string(kv.num_layers) + " layers x " +
+                                   std::to_string(kv.row_width) + " does not fit the model");
+  int64_t T = 0, max_pos = 0;
+  for (size_t i = 0; i < batch.chunks.size(); ++i) {
+    const SequenceChunk& ch = batch.chunks[i];
+    const int64_t end = ch.start + static_cast<int64_t>(ch.tokens.size());
+    if (ch.tokens.empty()) return Status::InvalidArgument("empty chunk for sequence " + std::to_string(ch.sequence_id));
+    if (ch.start < 0 || end > static_cast<int64_t>(ch.blocks.size()) * kv.block_size)
+      return Status::InvalidArgument("sequence " + std::to_string(ch.sequence_id) + " needs " + std::to_string(end) +
+                                     " positions; its block table holds " +
+                                     std::to_string(static_cast<int64_t>(ch.blocks.size()) * kv.block_size));
+    for (int32_t b : ch.blocks)
+      if (b < 0 || b >= kv.num_blocks)
+        return Status::InvalidArgument("sequence " + std::to_string(ch.sequence_id) + ": block " + std::to_string(b) +
+                                       " outside the pool of " + std::to_string(kv.num_blocks));
     for (int32_t tok : ch.tokens)
       if (tok < 0 || tok >= c.vocab_size)
         return Status::InvalidArgument("token id " + std::to_string(tok) + " out of range [0, " + std::to_string(c.vocab_size) + ")");
@@ -59,16 +85,17 @@ Status Model::Forward(const ForwardBatch& batch, LatentKvCache& cache, float* lo
   }
   w.T = T;
   w.token_pos.resize(T);
-  w.token_slot.resize(T);
   w.token_seq.resize(T);
   w.token_key.resize(T);
-  w.token_cache.resize(T);
+  w.token_blocks.resize(T);
+  w.token_block.resize(T);
   w.x.resize(T * H);
   int64_t t = 0;
   for (const auto& ch : batch.chunks) {
     for (size_t i = 0; i < ch.tokens.size(); ++i, ++t) {
-      w.token_pos[t] = cache.length(ch.slot) + static_cast<int64_t>(i);
-      w.token_slot[t] = ch.slot;
+      w.token_pos[t] = ch.start + static_cast<int64_t>(i);
+      w.token_blocks[t] = ch.blocks.data();
+      w.token_block[t] = ch.blocks[w.token_pos[t] / kv.block_size];
       w.token_seq[t] = ch.sequence_id;
       w.token_key[t] = placement::TokenKey(ch.sequence_id, static_cast<uint32_t>(w.token_pos[t]));
       kernels::DequantizeRow(weights_.embed, ch.tokens[i], 0, H, &w.x[t * H]);
@@ -76,24 +103,25 @@ Status Model::Forward(const ForwardBatch& batch, LatentKvCache& cache, float* lo
   }
   rope_.EnsurePositions(max_pos);
 
-  for (int l = 0; l < c.num_hidden_layers; ++l) RETURN_IF_ERROR(RunLayer(l, cache));
+  for (int l = 0; l < c.num_hidden_layers; ++l) RETURN_IF_ERROR(RunLayer(l, kv));
 
-  // Final norm and LM head on the last token of each chunk.
+  // Final norm and LM head on the last token of each chunk that wants logits.
   const double t0 = NowSeconds();
-  const int64_t num_chunks = static_cast<int64_t>(batch.chunks.size());
-  AlignedVector<float> last(num_chunks * H);
+  AlignedVector<float> last(batch.chunks.size() * H);
+  int64_t rows = 0;
   t = 0;
-  for (int64_t i = 0; i < num_chunks; ++i) {
-    t += static_cast<int64_t>(batch.chunks[i].tokens.size());
-    kernels::RmsNorm(&w.x[(t - 1) * H], weights_.final_norm.data(), H, static_cast<float>(c.rms_norm_eps), &last[i * H]);
+  for (const auto& ch : batch.chunks) {
+    t += static_cast<int64_t>(ch.tokens.size());
+    if (!ch.want_logits) continue;
+    kernels::RmsNorm(&w.x[(t - 1) * H], weights_.final_norm.data(), H, static_cast<float>(c.rms_norm_eps), &last[rows * H]);
+    ++rows;
   }
-  kernels::MatMul({.x = last.data(), .num_rows = num_chunks, .w = weights_.lm_head, .y = logits}, pool_);
+  if (rows > 0) kernels::MatMul({.x = last.data(), .num_rows = rows, .w = weights_.lm_head, .y = logits}, pool_);
   times_.lm_head += NowSeconds() - t0;
-  for (const auto& ch : batch.chunks) cache.set_length(ch.slot, cache.length(ch.slot) + static_cast<int64_t>(ch.tokens.size()));
   return Status::Ok();
 }
 
-Status Model::RunLayer(int l, LatentKvCache& cache) {
+Status Model::RunLayer(int l, const KvBlocks& kv) {
   const ModelConfig& c = config_;
   Workspace& w = *ws_;
   const LayerWeights& lw = weights_.layers[l];
@@ -101,7 +129,7 @@ Status Model::RunLayer(int l, LatentKvCache& cache) {
   const float eps = static_cast<float>(c.rms_norm_eps);
   w.xn.resize(w.T * H);
   for (int64_t t = 0; t < w.T; ++t) kernels::RmsNorm(&w.x[t * H], lw.input_norm.data(), H, eps, &w.xn[t * H]);
-  RETURN_IF_ERROR(Attention(l, cache));
+  RETURN_IF_ERROR(Attention(l, kv));
   for (int64_t i = 0; i < w.T * H; ++i) w.x[i] += w.attn_out[i];
   for (int64_t t = 0; t < w.T; ++t) kernels::RmsNorm(&w.x[t * H], lw.post_norm.data(), H, eps, &w.xn[t * H]);
   w.ffn_out.assign(w.T * H, 0.0f);
@@ -116,7 +144,7 @@ Status Model::RunLayer(int l, LatentKvCache& cache) {
   return Status::Ok();
 }
 
-Status Model::Attention(int l, LatentKvCache& cache) {
+Status Model::Attention(int l, const KvBlocks& cache) {
   const ModelConfig& c = config_;
   Workspace& w = *ws_;
   const AttentionWeights& a = weights_.layers[l].attn;
@@ -152,9 +180,7 @@ Status Model::Attention(int l, LatentKvCache& cache) {
     float* kv = &w.kv_a[t * row];
     kernels::RmsNorm(kv, a.kv_a_norm.data(), L, eps, kv);
     kernels::ApplyRope(kv + L, rope_.Row(w.token_pos[t]), R);
-    float* rows = cache.Rows(w.token_slot[t], l);
-    std::memcpy(rows + w.token_pos[t] * row, kv, row * sizeof(float));
-    w.token_cache[t] = rows;
+    cache.WriteRow(w.token_block[t], l, w.token_pos[t] % cache.block_size, kv);
   }
   // Queries: rotate q_pe, absorb W_uk into q_nope.
   w.q_pe.resize(T * heads * R);
@@ -175,14 +201,12 @@ Status Model::Attention(int l, LatentKvCache& cache) {
   kernels::MatMulTBatch(w.uk_args, pool_);
   times_.gemm += NowSeconds() - t0;
   t0 = NowSeconds();
-  int64_t max_len = 0;
-  for (int64_t t = 0; t < T; ++t) max_len = std::max(max_len, w.token_pos[t] + 1);
-  w.attn_scratch.resize(pool_.num_threads() * max_len);
+  if (cache.dtype == KvDType::kBF16) w.attn_scratch.resize(pool_.num_threads() * kernels::MlaScratchFloats(row));
   w.o_lat.resize(T * heads * L);
   kernels::MlaAttention({.num_tokens = T, .num_heads = heads, .kv_lora_rank = L, .rope_dim = R, .q_abs = w.q_abs.data(),
-                         .q_pe = w.q_pe.data(), .token_cache = w.token_cache.data(), .token_pos = w.token_pos.data(),
-                         .softmax_scale = static_cast<float>(c.SoftmaxScale()), .out = w.o_lat.data(),
-                         .scratch = w.attn_scratch.data(), .scratch_per_thread = max_len},
+                         .q_pe = w.q_pe.data(), .cache = cache.LayerView(l), .token_blocks = w.token_blocks.data(),
+                         .token_pos = w.token_pos.data(), .softmax_scale = static_cast<float>(c.SoftmaxScale()),
+                         .out = w.o_lat.data(), .scratch = w.attn_scratch.data()},
                         pool_);
   times_.attention += NowSeconds() - t0;
   t0 = NowSeconds();

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "base/status.h"
@@ -22,11 +23,17 @@
 namespace epserve {
 
 // One sequence's new tokens for this step. They occupy positions
-// [cache.length(slot), cache.length(slot) + tokens.size()).
+// [start, start + tokens.size()); rows [0, start) are already in the cache.
 struct SequenceChunk {
-  int slot = 0;
+  int slot = 0;  // only for Forward(batch, LatentKvCache&): that overload fills start and blocks
   std::vector<int32_t> tokens;
   uint32_t sequence_id = 0;  // the request's id, for traces and routing keys
+  int64_t start = 0;
+  // Block table covering at least positions [0, start + tokens.size()); must stay valid for the
+  // duration of Forward.
+  std::span<const int32_t> blocks;
+  // Whether the chunk's last token produces a logits row (a prompt's last chunk, a decode).
+  bool want_logits = true;
 };
 
 struct ForwardBatch {
@@ -82,8 +89,14 @@ class Model {
   // REQUIRES: num_attention_heads % tp.size == 0 (checked by the caller's setup).
   void SetTensorParallel(const TensorParallel& tp) { tp_ = tp; }
 
-  // Runs the batch, appends its tokens to the cache, and writes the logits of the last token of
-  // each chunk to logits [chunks, vocab]. Errors: unknown token ids, cache overflow.
+  // Runs the batch, writing each token's latent row into its block of `kv`, and writes the
+  // logits of the last token of each chunk that wants them to logits [those chunks, vocab], in
+  // chunk order. A batch without tokens still runs every layer's collectives (expert
+  // parallelism needs every rank in every step). Errors: unknown token ids, a block table too
+  // short for its chunk, a block id outside the pool.
+  Status Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logits);
+  // The same over a LatentKvCache: each chunk's start and blocks come from its slot, and the
+  // slots' lengths advance on success. Every chunk produces logits.
   Status Forward(const ForwardBatch& batch, LatentKvCache& cache, float* logits);
 
   const ModelConfig& config() const { return config_; }
@@ -91,8 +104,8 @@ class Model {
 
  private:
   struct Workspace;
-  Status RunLayer(int layer, LatentKvCache& cache);
-  Status Attention(int layer, LatentKvCache& cache);
+  Status RunLayer(int layer, const KvBlocks& kv);
+  Status Attention(int layer, const KvBlocks& cache);
   Status Moe(int layer);
 
   const ModelConfig& config_;

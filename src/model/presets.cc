@@ -10,6 +10,8 @@ ModelConfig Tiny() {
   ModelConfig c;
   c.model_type = "deepseek_v3";
   c.vocab_size = 1024;
+  c.bos_token_id = 0;  // DeepSeek-V3's <｜begin▁of▁sentence｜> and <｜end▁of▁sentence｜>
+  c.eos_token_ids = {1};
   c.hidden_size = 256;
   c.intermediate_size = 512;
   c.moe_intermediate_size = 64;

@@ -25,6 +25,13 @@ Status Agree(comm::Communicator& world, const Status& mine) {
   return Status::Ok();
 }
 
+// Blocks for every request's prompt and output at once (no preemption ever needed).
+int64_t BlocksForAll(const std::vector<GenerateRequest>& requests, int64_t block_size) {
+  int64_t blocks = 0;
+  for (const auto& r : requests) blocks += (static_cast<int64_t>(r.prompt.size()) + r.max_tokens + block_size - 1) / block_size;
+  return std::max<int64_t>(blocks, 1);
+}
+
 Status CheckLayout(const EpRunOptions& o, int n, const std::vector<int>& node_of, const ModelConfig& c) {
   if (o.tp < 1 || n % o.tp != 0)
     return Status::InvalidArgument("-np " + std::to_string(n) + " is not a multiple of --tp " + std::to_string(o.tp));
@@ -44,20 +51,21 @@ Status CheckLayout(const EpRunOptions& o, int n, const std::vector<int>& node_of
   return Status::Ok();
 }
 
-std::string Serialize(const std::vector<int>& prompt_idx, const GenerateResult& res) {
+std::string Serialize(const std::vector<int>& idx, const GenerateResult& res) {
   std::string s;
   auto put = [&s](const void* p, size_t n) { s.append(static_cast<const char*>(p), n); };
-  int64_t count = static_cast<int64_t>(prompt_idx.size());
+  int64_t count = static_cast<int64_t>(idx.size());
   put(&count, 8);
-  for (size_t i = 0; i < prompt_idx.size(); ++i) {
-    int64_t idx = prompt_idx[i], len = static_cast<int64_t>(res.tokens[i].size());
-    put(&idx, 8);
-    put(&len, 8);
-    put(res.tokens[i].data(), len * 4);
+  for (size_t i = 0; i < idx.size(); ++i) {
+    const RequestResult& r = res.requests[i];
+    int64_t head[7] = {idx[i], static_cast<int64_t>(r.tokens.size()), static_cast<int64_t>(r.finish),
+                       r.cached_prompt_tokens, static_cast<int64_t>(r.error.size()), static_cast<int64_t>(r.logits.size()),
+                       r.first_token_step};
+    put(head, sizeof(head));
+    put(r.tokens.data(), r.tokens.size() * 4);
+    put(r.error.data(), r.error.size());
+    put(r.logits.data(), r.logits.size() * 4);
   }
-  int64_t nl = static_cast<int64_t>(res.logits.size());
-  put(&nl, 8);
-  put(res.logits.data(), nl * 4);
   double times[2] = {res.prefill_seconds, res.decode_seconds};
   int64_t counts[2] = {res.prefill_tokens, res.decode_tokens};
   put(times, 16);
@@ -143,25 +151,39 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
   model.SetExperts(&experts);
   model.SetTensorParallel({.rank = me % o.tp, .size = o.tp, .group = group_comm->get()});
 
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<int> prompt_idx;
-  for (size_t i = 0; i < o.prompts.size(); ++i)
+  std::vector<GenerateRequest> requests, group_requests;
+  std::vector<int> request_idx;
+  for (size_t i = 0; i < o.requests.size(); ++i)
     if (static_cast<int>(i % dp) == group) {
-      prompts.push_back(o.prompts[i]);
-      prompt_idx.push_back(static_cast<int>(i));
+      group_requests.push_back(o.requests[i]);
+      group_requests.back().sequence_id = static_cast<uint32_t>(i);
+      request_idx.push_back(static_cast<int>(i));
     }
-  GenerateOptions gen = o.generate;
-  gen.step_when_empty = true;
-  gen.sequence_ids.assign(prompt_idx.begin(), prompt_idx.end());
-  gen.on_step = [&](int step) {
-    if (me == o.kill_rank && step == o.kill_step) std::raise(SIGKILL);
-  };
-  auto res = Generate(model, prompts, gen);
+  const bool leader = me % o.tp == 0;
+  if (leader) requests = group_requests;
+  // Every rank of a group sizes its pool alike (followers replay the leader's block ids).
+  EngineOptions eng = o.engine;
+  if (eng.num_blocks == 0) {
+    eng.num_blocks = o.kv_memory_bytes > 0 ? KvMemoryBlocks(config, eng.kv_dtype, eng.block_size, o.kv_memory_bytes)
+                                           : BlocksForAll(group_requests, eng.block_size);
+    if (eng.num_blocks < 1)
+      return {Status::InvalidArgument("--kv-memory " + std::to_string(o.kv_memory_bytes) + " bytes holds no cache block"), true};
+  }
+  eng.keep_logits = o.keep_logits;
+  eng.default_stop_ids = config.eos_token_ids;
+  Engine engine(model, eng);
+  GenerateOptions gen{.keep_logits = o.keep_logits,
+                      .on_step = [&](int step) {
+                        if (me == o.kill_rank && step == o.kill_step) std::raise(SIGKILL);
+                      },
+                      .world = &world,
+                      .group = group_comm->get()};
+  auto res = RunRequests(engine, requests, gen);
   if (!res.ok()) return {res.status().WithContext("rank " + std::to_string(me)), false};
 
   // Results to rank 0: one blob per DP group (its TP rank 0), empty from the others.
   std::vector<std::string> blobs;
-  Status gs = world.GatherBlobs(me % o.tp == 0 ? Serialize(prompt_idx, *res) : std::string(), 0, &blobs);
+  Status gs = world.GatherBlobs(leader ? Serialize(request_idx, *res) : std::string(), 0, &blobs);
   if (!gs.ok()) return {gs, false};
   std::vector<std::string> stat_blobs;
   gs = world.GatherBlobs(SerializeRankStats(model.times(), experts, res->prefill_seconds + res->decode_seconds), 0,
@@ -171,10 +193,10 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
 
   out->vocab = config.vocab_size;
   out->num_ranks = n, out->tp = o.tp, out->dp = dp, out->num_nodes = num_nodes;
-  out->tokens.assign(o.prompts.size(), {});
+  out->requests.assign(o.requests.size(), {});
   out->group_batch.assign(dp, 0);
-  const int steps = o.generate.max_tokens;
-  if (o.generate.keep_logits) out->logits.assign(o.prompts.size() * steps * static_cast<size_t>(config.vocab_size), 0.0f);
+  out->cache_blocks = eng.num_blocks;
+  out->block_size = eng.block_size;
   for (int r = 0; r < n; ++r) {
     const std::string& b = blobs[r];
     if (b.empty()) continue;
@@ -183,20 +205,20 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
     int64_t count;
     get(&count, 8);
     out->group_batch[r / o.tp] = static_cast<int>(count);
-    std::vector<int64_t> idxs;
     for (int64_t i = 0; i < count; ++i) {
-      int64_t idx, len;
-      get(&idx, 8);
-      get(&len, 8);
-      out->tokens[idx].resize(len);
-      get(out->tokens[idx].data(), len * 4);
-      idxs.push_back(idx);
+      int64_t head[7];
+      get(head, sizeof(head));
+      RequestResult& rr = out->requests[head[0]];
+      rr.tokens.resize(head[1]);
+      rr.finish = static_cast<FinishReason>(head[2]);
+      rr.cached_prompt_tokens = head[3];
+      rr.error.resize(head[4]);
+      rr.logits.resize(head[5]);
+      rr.first_token_step = static_cast<int>(head[6]);
+      get(rr.tokens.data(), head[1] * 4);
+      get(rr.error.data(), head[4]);
+      get(rr.logits.data(), head[5] * 4);
     }
-    int64_t nl;
-    get(&nl, 8);
-    const size_t per = static_cast<size_t>(steps) * config.vocab_size;
-    for (int64_t i = 0; i < count && nl > 0; ++i) std::memcpy(&out->logits[idxs[i] * per], p + i * per * 4, per * 4);
-    p += nl * 4;
     double times[2];
     int64_t counts[2];
     get(times, 16);

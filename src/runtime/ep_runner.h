@@ -1,8 +1,9 @@
 // Expert-parallel generation under mpirun (SPEC §3): EP = DP x TP. Ranks form DP groups of TP
 // consecutive ranks (never spanning machines); every rank is an EP rank holding the routed
-// experts the placement gives it (and loading only those). Prompts are dealt round-robin to
-// the DP groups, so groups run different batch sizes, including zero. Results and statistics
-// are gathered on rank 0.
+// experts the placement gives it (and loading only those). Requests are dealt round-robin to
+// the DP groups, so groups run different loads, including none; each group runs an Engine
+// (continuous batching, paged cache) in lock-step with the others (runtime/generator.h).
+// Results and statistics are gathered on rank 0.
 #pragma once
 
 #include <string>
@@ -17,8 +18,10 @@ namespace epserve {
 
 struct EpRunOptions {
   std::string model_dir;
-  std::vector<std::vector<int32_t>> prompts;  // all prompts; prompt i goes to group i % DP
-  GenerateOptions generate;
+  std::vector<GenerateRequest> requests;  // all requests; request i goes to group i % DP
+  EngineOptions engine;                   // num_blocks 0: sized by kv_memory_bytes
+  int64_t kv_memory_bytes = 0;            // 0: enough for every request of the group at once
+  bool keep_logits = false;
   int tp = 1;
   int ranks_per_node = 0;  // 0: machines as MPI reports them
   comm::A2aMode a2a = comm::A2aMode::kSparse;
@@ -32,11 +35,11 @@ struct EpRunOptions {
 };
 
 struct EpRunResult {  // filled on rank 0 only
-  std::vector<std::vector<int32_t>> tokens;  // per prompt, in the order given
-  std::vector<float> logits;                 // [prompts, max_tokens, vocab] when kept
+  std::vector<RequestResult> requests;  // in the order given (logits [tokens, vocab] when kept)
   int vocab = 0;
   int num_ranks = 0, tp = 1, dp = 1, num_nodes = 1;
-  std::vector<int> group_batch;              // prompts per DP group
+  std::vector<int> group_batch;         // requests per DP group
+  int64_t cache_blocks = 0, block_size = 0;  // group 0's pool
   double prefill_seconds = 0, decode_seconds = 0;  // max over ranks
   int64_t prefill_tokens = 0, decode_tokens = 0;   // all groups
   std::string stats_table;                    // the --stats report

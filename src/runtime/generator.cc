@@ -1,60 +1,181 @@
 #include "runtime/generator.h"
 
-#include <chrono>
-#include <cstring>
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "base/timer.h"
 
 namespace epserve {
 
-StatusOr<GenerateResult> Generate(Model& model, const std::vector<std::vector<int32_t>>& prompts,
-                                  const GenerateOptions& opt) {
-  const ModelConfig& c = model.config();
-  const int S = static_cast<int>(prompts.size());
-  if (opt.max_tokens < 1) return Status::InvalidArgument("--max-tokens must be >= 1");
-  size_t longest = 0;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    if (prompts[i].empty()) return Status::InvalidArgument("prompt " + std::to_string(i) + " is empty");
-    longest = std::max(longest, prompts[i].size());
-  }
+StatusOr<GenerateResult> RunRequests(Engine& engine, const std::vector<GenerateRequest>& requests,
+                                     const GenerateOptions& opt) {
+  const bool leader = opt.group == nullptr || opt.group->rank() == 0;
+  const bool tp = opt.group != nullptr && opt.group->size() > 1;
   GenerateResult res;
-  res.tokens.resize(S);
-  if (S == 0 && !opt.step_when_empty) return res;
-  const int64_t capacity = static_cast<int64_t>(longest) + opt.max_tokens;
-  if (capacity > c.max_position_embeddings)
-    return Status::InvalidArgument("prompt + max tokens = " + std::to_string(capacity) + " exceeds max_position_embeddings " +
-                                   std::to_string(c.max_position_embeddings));
-  LatentKvCache cache(c.num_hidden_layers, c.kv_a_dim(), std::max(S, 1), capacity);
-  std::vector<Sampler> samplers;
-  for (int s = 0; s < S; ++s) {
-    SamplingOptions so = opt.sampling;
-    so.seed += static_cast<uint64_t>(s);
-    samplers.emplace_back(so);
-  }
-  const int V = c.vocab_size;
-  if (opt.keep_logits) res.logits.assign(static_cast<size_t>(S) * opt.max_tokens * V, 0.0f);
-  std::vector<float> logits(static_cast<size_t>(S) * V);
-  ForwardBatch batch;
-  for (int s = 0; s < S; ++s) {
-    batch.chunks.push_back({.slot = s, .tokens = prompts[s],
-                            .sequence_id = opt.sequence_ids.empty() ? static_cast<uint32_t>(s) : opt.sequence_ids[s]});
-    res.prefill_tokens += static_cast<int64_t>(prompts[s].size());
-  }
-  using Clock = std::chrono::steady_clock;
-  for (int step = 0; step < opt.max_tokens; ++step) {
+  res.requests.resize(requests.size());
+  // Submission order: by arrival step, then as given.
+  std::vector<size_t> order(requests.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return requests[a].arrival_step < requests[b].arrival_step; });
+  size_t next = 0;
+  std::map<RequestId, size_t> index_of;  // engine id -> request
+  std::multimap<int, size_t> cancels;    // step -> request
+  std::map<size_t, RequestId> id_of;
+  for (size_t i = 0; i < requests.size(); ++i)
+    if (requests[i].cancel_step >= 0) cancels.insert({requests[i].cancel_step, i});
+  const double t_begin = NowSeconds();
+  std::vector<float> logits;
+  for (int step = 0;; ++step) {
     if (opt.on_step) opt.on_step(step);
-    auto t0 = Clock::now();
-    RETURN_IF_ERROR(model.Forward(batch, cache, logits.data()));
-    double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    (step == 0 ? res.prefill_seconds : res.decode_seconds) += dt;
-    if (step > 0) res.decode_tokens += S;
-    for (int s = 0; s < S; ++s) {
-      const float* l = &logits[static_cast<size_t>(s) * V];
-      if (opt.keep_logits) std::memcpy(&res.logits[(static_cast<size_t>(s) * opt.max_tokens + step) * V], l, V * sizeof(float));
-      int32_t tok = samplers[s].Sample(l, V);
-      res.tokens[s].push_back(tok);
-      batch.chunks[s].tokens.assign(1, tok);
+    StepPlan plan;
+    int64_t active = 0;
+    if (leader) {
+      for (; next < order.size() && requests[order[next]].arrival_step <= step; ++next) {
+        const size_t i = order[next];
+        const GenerateRequest& g = requests[i];
+        RequestResult& r = res.requests[i];
+        r.arrival_step = step;
+        r.arrival_seconds = NowSeconds() - t_begin;
+        auto id = engine.Submit({.prompt = g.prompt, .sampling = g.sampling, .max_tokens = g.max_tokens,
+                                 .stop_ids = g.stop_ids, .use_default_stop = !g.ignore_eos,
+                                 .sequence_id = g.sequence_id});
+        if (!id.ok()) {
+          r.finish = FinishReason::kError;
+          r.error = id.status().message();
+          r.finish_step = step;
+          continue;
+        }
+        index_of[*id] = i;
+        id_of[i] = *id;
+      }
+      for (auto it = cancels.begin(); it != cancels.end() && it->first <= step;) {
+        if (id_of.count(it->second)) engine.Cancel(id_of[it->second]);
+        it = cancels.erase(it);
+      }
+      plan = engine.Schedule();
+      active = (!plan.chunks.empty() || engine.HasWork() || next < order.size()) ? 1 : 0;
     }
+    if (opt.world != nullptr) RETURN_IF_ERROR(opt.world->AllReduceMax(&active, 1));
+    else if (tp) RETURN_IF_ERROR(opt.group->AllReduceMax(&active, 1));
+    if (active == 0) {
+      if (leader) plan.chunks.clear();
+      if (leader) {
+        for (TokenEvent& ev : engine.Complete(plan, logits)) {  // cancellations still pending
+          RequestResult& r = res.requests[index_of[ev.request]];
+          r.finish = ev.finish;
+          r.finish_step = step;
+        }
+      }
+      break;
+    }
+    if (tp) {
+      std::string bytes = leader ? plan.Serialize() : std::string();
+      RETURN_IF_ERROR(opt.group->Broadcast(&bytes, 0));
+      if (!leader) {
+        ASSIGN_OR_RETURN(plan, StepPlan::Deserialize(bytes));
+      }
+    }
+    const double t0 = NowSeconds();
+    const bool distributed = opt.world != nullptr || tp;
+    if (!plan.chunks.empty() || distributed) RETURN_IF_ERROR(ExecutePlan(engine.model(), plan, engine.pool().blocks(), &logits));
+    const double dt = NowSeconds() - t0;
+    ++res.steps;
+    bool prefill = false;
+    int64_t decode_tokens = 0;
+    for (const auto& c : plan.chunks) {
+      if (c.tokens.size() == 1 && c.want_logits && c.start > 0) ++decode_tokens;  // a decode (or a 1-token tail)
+      else prefill = true;
+    }
+    (prefill ? res.prefill_seconds : res.decode_seconds) += dt;
+    if (!leader) {
+      // A follower replays the leader's plan on its own replica of the cache; blocks are
+      // assigned by the leader, so its pool needs no bookkeeping.
+      continue;
+    }
+    const double now = NowSeconds() - t_begin;
+    for (TokenEvent& ev : engine.Complete(plan, logits)) {
+      RequestResult& r = res.requests[index_of[ev.request]];
+      if (ev.token >= 0) {
+        if (r.tokens.empty()) {
+          r.first_token_step = step;
+          r.first_token_seconds = now;
+          r.cached_prompt_tokens = ev.cached_prompt_tokens;
+        }
+        r.tokens.push_back(ev.token);
+        if (opt.keep_logits) r.logits.insert(r.logits.end(), ev.logits.begin(), ev.logits.end());
+      }
+      if (ev.finish != FinishReason::kNone) {
+        r.finish = ev.finish;
+        r.error = ev.error;
+        r.finish_step = step;
+        r.finish_seconds = now;
+      }
+    }
+    res.decode_tokens += decode_tokens;
   }
+  res.seconds = NowSeconds() - t_begin;
+  res.stats = engine.stats();
+  res.prefill_tokens = res.stats.computed_tokens - res.decode_tokens;
   return res;
+}
+
+StatusOr<std::vector<GenerateRequest>> ReadArrivals(const std::string& path, int default_max_tokens) {
+  std::ifstream in(path);
+  if (!in) return Status::IoError(path + ": cannot open");
+  std::vector<GenerateRequest> out;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(n);
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument(where + ": not a JSON object");
+    GenerateRequest g;
+    g.max_tokens = default_max_tokens;
+    g.sequence_id = static_cast<uint32_t>(out.size());
+    auto get_int = [&](const char* key, auto* v) -> Status {
+      if (!j.contains(key)) return Status::Ok();
+      if (!j[key].is_number_integer()) return Status::InvalidArgument(where + ": \"" + key + "\" must be an integer");
+      *v = j[key].get<std::remove_pointer_t<decltype(v)>>();
+      return Status::Ok();
+    };
+    auto get_num = [&](const char* key, float* v) -> Status {
+      if (!j.contains(key)) return Status::Ok();
+      if (!j[key].is_number()) return Status::InvalidArgument(where + ": \"" + key + "\" must be a number");
+      *v = j[key].get<float>();
+      return Status::Ok();
+    };
+    auto get_ids = [&](const char* key, std::vector<int32_t>* v) -> Status {
+      if (!j.contains(key)) return Status::Ok();
+      if (!j[key].is_array()) return Status::InvalidArgument(where + ": \"" + key + "\" must be an array of token ids");
+      for (const auto& x : j[key]) {
+        if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
+          return Status::InvalidArgument(where + ": \"" + key + "\" holds " + x.dump() + ", not a token id");
+        v->push_back(x.get<int32_t>());
+      }
+      return Status::Ok();
+    };
+    if (!j.contains("prompt_ids")) return Status::InvalidArgument(where + ": missing \"prompt_ids\"");
+    RETURN_IF_ERROR(get_ids("prompt_ids", &g.prompt));
+    RETURN_IF_ERROR(get_ids("stop_ids", &g.stop_ids));
+    RETURN_IF_ERROR(get_int("step", &g.arrival_step));
+    RETURN_IF_ERROR(get_int("max_tokens", &g.max_tokens));
+    RETURN_IF_ERROR(get_int("cancel_step", &g.cancel_step));
+    RETURN_IF_ERROR(get_int("top_k", &g.sampling.top_k));
+    RETURN_IF_ERROR(get_int("seed", &g.sampling.seed));
+    RETURN_IF_ERROR(get_num("temperature", &g.sampling.temperature));
+    RETURN_IF_ERROR(get_num("top_p", &g.sampling.top_p));
+    if (j.contains("ignore_eos")) {
+      if (!j["ignore_eos"].is_boolean()) return Status::InvalidArgument(where + ": \"ignore_eos\" must be true or false");
+      g.ignore_eos = j["ignore_eos"].get<bool>();
+    }
+    if (g.arrival_step < 0) return Status::InvalidArgument(where + ": \"step\" must be >= 0");
+    out.push_back(std::move(g));
+  }
+  if (out.empty()) return Status::InvalidArgument(path + ": no requests");
+  return out;
 }
 
 }  // namespace epserve

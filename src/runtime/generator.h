@@ -1,39 +1,72 @@
-// Batched generation: one prefill step over all prompts (chunks of different lengths), then
-// decode steps where every sequence adds one token. Keeps the logits that chose each token
-// when asked (for --logits-out and reference tests).
+// Runs a list of requests to completion on an Engine: each request is submitted at its arrival
+// step (0: at once), cancelled at its cancel step if it has one, and its tokens, logits and
+// finish collected. `epserve generate` (closed batches and --arrivals replays) and the engine
+// benchmark use it.
+//
+// Under expert parallelism every rank calls it with its DP group's requests: the groups agree
+// each step (one AllReduceMax over the world) whether anyone still has work, a group with
+// nothing to do steps with zero tokens (the MoE collectives need every rank), and the TP ranks
+// of a group run the plan their leader (group rank 0) broadcasts. Only leaders hold an engine's
+// requests; followers pass an empty list and get an empty result.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
-#include "model/model.h"
-#include "runtime/sampler.h"
+#include "comm/communicator.h"
+#include "runtime/engine.h"
 
 namespace epserve {
 
-struct GenerateOptions {
+struct GenerateRequest {
+  std::vector<int32_t> prompt;
   int max_tokens = 16;
+  int arrival_step = 0;
+  int cancel_step = -1;  // cancelled before this step (-1: never)
   SamplingOptions sampling;
+  std::vector<int32_t> stop_ids;  // empty: the model's EOS unless ignore_eos
+  bool ignore_eos = false;
+  uint32_t sequence_id = 0;  // traces and routing keys
+};
+
+struct RequestResult {
+  std::vector<int32_t> tokens;  // generated ids
+  FinishReason finish = FinishReason::kNone;
+  std::string error;
+  int64_t cached_prompt_tokens = 0;
+  std::vector<float> logits;  // [tokens, vocab] with keep_logits
+  int arrival_step = 0, first_token_step = -1, finish_step = -1;
+  double arrival_seconds = 0, first_token_seconds = -1, finish_seconds = -1;  // since the run began
+};
+
+struct GenerateOptions {
   bool keep_logits = false;
-  // Expert parallelism: every rank must take part in every step's collectives, so a DP group
-  // with no prompts still runs max_tokens (empty) steps instead of returning at once.
-  bool step_when_empty = false;
-  // Sequence ids of the prompts (traces, routing keys); empty: 0, 1, 2, ...
-  std::vector<uint32_t> sequence_ids;
-  // Called before each step (0 = prefill); may be null.
-  std::function<void(int step)> on_step;
+  std::function<void(int step)> on_step;  // called before each step; may be null
+  comm::Communicator* world = nullptr;    // all ranks (expert parallelism); null: one process
+  comm::Communicator* group = nullptr;    // this DP group's TP ranks; null or size 1: no TP
 };
 
 struct GenerateResult {
-  std::vector<std::vector<int32_t>> tokens;  // generated ids per sequence
-  std::vector<float> logits;                 // [sequences, max_tokens, vocab] when kept
+  std::vector<RequestResult> requests;  // in the order given
+  int steps = 0;
+  double seconds = 0;
+  // Steps that computed prompt tokens count as prefill time, the others as decode time.
   int64_t prefill_tokens = 0, decode_tokens = 0;
   double prefill_seconds = 0, decode_seconds = 0;
+  EngineStats stats;
 };
 
-StatusOr<GenerateResult> Generate(Model& model, const std::vector<std::vector<int32_t>>& prompts,
-                                  const GenerateOptions& options);
+// REQUIRES: engine's model is set up for this rank (experts, TP) and, for followers, the
+// engine holds no requests.
+StatusOr<GenerateResult> RunRequests(Engine& engine, const std::vector<GenerateRequest>& requests,
+                                     const GenerateOptions& options);
+
+// Parses an arrivals file: JSON lines of {"step": N, "prompt_ids": [...], "max_tokens": M} with
+// optional "cancel_step", "temperature", "top_p", "top_k", "seed", "stop_ids", "ignore_eos".
+// Errors name the file, line and field.
+StatusOr<std::vector<GenerateRequest>> ReadArrivals(const std::string& path, int default_max_tokens);
 
 }  // namespace epserve

@@ -28,7 +28,12 @@ int32_t Sampler::Sample(const float* logits, int vocab) {
   // Nucleus: the shortest prefix whose mass reaches top_p.
   double cum = 0.0;
   size_t keep = 0;
-  while (keep < probs_.size()) {
+  const size_t limit = opt_.top_k > 0 ? std::min<size_t>(opt_.top_k, probs_.size()) : probs_.size();
+  if (limit < probs_.size()) {  // renormalise over the k kept
+    sum = 0.0;
+    for (size_t i = 0; i < limit; ++i) sum += probs_[i].first;
+  }
+  while (keep < limit) {
     cum += probs_[keep++].first / sum;
     if (cum >= opt_.top_p) break;
   }

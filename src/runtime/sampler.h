@@ -1,4 +1,4 @@
-// Token sampling: greedy (temperature 0) or temperature + nucleus (top-p) with a seeded RNG.
+// Token sampling: greedy (temperature 0) or temperature + top-k + nucleus (top-p) with a seeded RNG.
 // Deterministic for a given seed. Thread safety: one sampler per sequence.
 #pragma once
 
@@ -11,6 +11,7 @@ namespace epserve {
 struct SamplingOptions {
   float temperature = 0.0f;  // 0: greedy
   float top_p = 1.0f;        // keep the smallest set of tokens whose probability >= top_p
+  int top_k = 0;             // keep at most the k most likely tokens first (0: all)
   uint64_t seed = 0;
 };
 

@@ -21,6 +21,16 @@ TEST(SamplerTest, TopPKeepsOnlyTheNucleus) {
   for (int i = 0; i < 100; ++i) EXPECT_EQ(s.Sample(l.data(), 3), 0);
 }
 
+TEST(SamplerTest, TopKKeepsOnlyTheKMostLikely) {
+  // Probabilities ~ {0.4, 0.3, 0.2, 0.1}: top_k 2 draws only tokens 0 and 1, in ratio ~4:3.
+  std::vector<float> l = {std::log(0.4f), std::log(0.3f), std::log(0.2f), std::log(0.1f)};
+  Sampler s({.temperature = 1.0f, .top_p = 1.0f, .top_k = 2, .seed = 3});
+  int counts[4] = {0, 0, 0, 0};
+  for (int i = 0; i < 7000; ++i) ++counts[s.Sample(l.data(), 4)];
+  EXPECT_EQ(counts[2] + counts[3], 0);
+  EXPECT_NEAR(counts[0] / 7000.0, 4.0 / 7.0, 0.03);
+}
+
 TEST(SamplerTest, SeededSamplingIsReproducibleAndFollowsProbabilities) {
   std::vector<float> l = {std::log(0.6f), std::log(0.3f), std::log(0.1f)};
   Sampler a({.temperature = 1.0f, .top_p = 1.0f, .seed = 42}), b({.temperature = 1.0f, .top_p = 1.0f, .seed = 42});

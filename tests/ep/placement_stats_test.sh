@@ -11,11 +11,11 @@ source "$HERE/mpi_env.sh"
 rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
 "$EPSERVE" make-model --preset tiny --seed 9 --out model >/dev/null
 P=(--prompt-ids 17 --prompt-ids 1,2,3,4,5,6,7 --prompt-ids "$(seq -s, 200 232)" --prompt-ids 5,6,7,8)
-"$EPSERVE" generate --model model "${P[@]}" --max-tokens 12 --expert-input fp8 --trace-out run.trace \
+"$EPSERVE" generate --model model "${P[@]}" --max-tokens 12 --ignore-eos --expert-input fp8 --trace-out run.trace \
   --tokens-out single.json >/dev/null
 "$EPSERVE" place --trace run.trace --nodes 2 --ranks-per-node 2 --strategy grace --out placement.json
 "$EPSERVE" place evaluate --placement placement.json --trace run.trace --json >predicted.json
-"${MPIRUN[@]}" -np 4 "$EPSERVE" generate --model model "${P[@]}" --max-tokens 12 --ranks-per-node 2 \
+"${MPIRUN[@]}" -np 4 "$EPSERVE" generate --model model "${P[@]}" --max-tokens 12 --ignore-eos --ranks-per-node 2 \
   --placement placement.json --stats --tokens-out ep.json >ep.out
 /usr/bin/python3 - <<'PY'
 import json, sys

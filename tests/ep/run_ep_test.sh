@@ -27,9 +27,9 @@ for a in "$@"; do
     ARGS+=("$a")
   fi
 done
-"$EPSERVE" generate --model "$WORK/model" "${PROMPTS[@]}" --max-tokens 12 --expert-input fp8 \
+"$EPSERVE" generate --model "$WORK/model" "${PROMPTS[@]}" --max-tokens 12 --ignore-eos --expert-input fp8 \
   --logits-out "$WORK/single.npy" --tokens-out "$WORK/single.json" >/dev/null
-"${MPIRUN[@]}" -np "$NP" "$EPSERVE" generate --model "$WORK/model" "${PROMPTS[@]}" --max-tokens 12 --stats \
+"${MPIRUN[@]}" -np "$NP" "$EPSERVE" generate --model "$WORK/model" "${PROMPTS[@]}" --max-tokens 12 --ignore-eos --stats \
   --timeout 300 --logits-out "$WORK/ep.npy" --tokens-out "$WORK/ep.json" "${ARGS[@]}" >"$WORK/ep.out"
 head -1 "$WORK/ep.out"
 /usr/bin/python3 "$HERE/../reference/compare.py" --engine-logits "$WORK/ep.npy" --ref-logits "$WORK/single.npy" \

@@ -1,0 +1,393 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/check.h"
+
+namespace epserve {
+
+const char* FinishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kError:
+      return "error";
+    case FinishReason::kNone:
+      break;
+  }
+  return "none";
+}
+
+struct Engine::Sequence {
+  RequestId id = 0;
+  uint32_t sequence_id = 0;
+  EngineRequest request;
+  Sampler sampler;
+  std::vector<int32_t> tokens;  // prompt, then generated tokens
+  std::vector<int32_t> stop_ids;
+  int64_t prompt_len = 0;
+  int generated = 0;
+  int64_t num_computed = 0;     // positions whose rows are in the cache
+  std::vector<int32_t> blocks;  // block table
+  std::vector<uint64_t> keys;   // prefix-cache keys of blocks[0, keys.size())
+  int64_t cached_prompt_tokens = 0;
+  bool running = false, scheduled = false;
+
+  explicit Sequence(const SamplingOptions& s) : sampler(s) {}
+};
+
+int64_t StepPlan::num_tokens() const {
+  int64_t n = 0;
+  for (const auto& c : chunks) n += static_cast<int64_t>(c.tokens.size());
+  return n;
+}
+
+int64_t StepPlan::num_logits() const {
+  int64_t n = 0;
+  for (const auto& c : chunks) n += c.want_logits ? 1 : 0;
+  return n;
+}
+
+namespace {
+template <class T>
+void Put(std::string& s, const T& v) {
+  s.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+template <class T>
+void PutVec(std::string& s, const std::vector<T>& v) {
+  Put<int64_t>(s, static_cast<int64_t>(v.size()));
+  s.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+struct Reader {
+  const std::string& s;
+  size_t pos = 0;
+  template <class T>
+  bool Get(T* v) {
+    if (pos + sizeof(T) > s.size()) return false;
+    std::memcpy(v, s.data() + pos, sizeof(T));
+    pos += sizeof(T);
+    return true;
+  }
+  template <class T>
+  bool GetVec(std::vector<T>* v) {
+    int64_t n;
+    if (!Get(&n) || n < 0 || pos + n * sizeof(T) > s.size()) return false;
+    v->resize(n);
+    std::memcpy(v->data(), s.data() + pos, n * sizeof(T));
+    pos += n * sizeof(T);
+    return true;
+  }
+};
+}  // namespace
+
+std::string StepPlan::Serialize() const {
+  std::string s;
+  Put<int64_t>(s, static_cast<int64_t>(chunks.size()));
+  for (const auto& c : chunks) {
+    Put(s, c.request);
+    Put(s, c.sequence_id);
+    Put(s, c.start);
+    PutVec(s, c.tokens);
+    PutVec(s, c.blocks);
+    Put<uint8_t>(s, c.want_logits ? 1 : 0);
+  }
+  return s;
+}
+
+StatusOr<StepPlan> StepPlan::Deserialize(const std::string& bytes) {
+  Reader r{bytes};
+  StepPlan plan;
+  int64_t n;
+  if (!r.Get(&n) || n < 0) return Status::DataLoss("step plan: bad chunk count");
+  plan.chunks.resize(n);
+  for (auto& c : plan.chunks) {
+    uint8_t want = 0;
+    if (!r.Get(&c.request) || !r.Get(&c.sequence_id) || !r.Get(&c.start) || !r.GetVec(&c.tokens) ||
+        !r.GetVec(&c.blocks) || !r.Get(&want))
+      return Status::DataLoss("step plan: truncated chunk");
+    c.want_logits = want != 0;
+  }
+  if (r.pos != bytes.size()) return Status::DataLoss("step plan: trailing bytes");
+  return plan;
+}
+
+Status ExecutePlan(Model& model, const StepPlan& plan, const KvBlocks& kv, std::vector<float>* logits) {
+  ForwardBatch batch;
+  batch.chunks.reserve(plan.chunks.size());
+  for (const auto& c : plan.chunks)
+    batch.chunks.push_back({.tokens = c.tokens, .sequence_id = c.sequence_id, .start = c.start, .blocks = c.blocks,
+                            .want_logits = c.want_logits});
+  logits->resize(std::max<int64_t>(1, plan.num_logits()) * model.config().vocab_size);
+  return model.Forward(batch, kv, logits->data());
+}
+
+int64_t KvMemoryBlocks(const ModelConfig& c, KvDType dtype, int64_t block_size, int64_t bytes) {
+  const int64_t per_block = block_size * int64_t{c.num_hidden_layers} * c.kv_a_dim() * KvDTypeBytes(dtype);
+  return bytes / per_block;
+}
+
+Engine::Engine(Model& model, const EngineOptions& o)
+    : model_(model),
+      options_(o),
+      pool_({.num_layers = model.config().num_hidden_layers, .row_width = model.config().kv_a_dim(),
+             .block_size = o.block_size, .num_blocks = o.num_blocks, .dtype = o.kv_dtype}) {
+  CHECK(o.num_blocks > 0 && o.block_size > 0 && o.max_batch_tokens > 0 && o.max_running > 0);
+}
+
+Engine::~Engine() = default;
+
+StatusOr<RequestId> Engine::Submit(EngineRequest r) {
+  const ModelConfig& c = model_.config();
+  if (r.prompt.empty()) return Status::InvalidArgument("the prompt is empty");
+  for (size_t i = 0; i < r.prompt.size(); ++i)
+    if (r.prompt[i] < 0 || r.prompt[i] >= c.vocab_size)
+      return Status::InvalidArgument("prompt token " + std::to_string(i) + " is " + std::to_string(r.prompt[i]) +
+                                     ", outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+  if (r.max_tokens < 1) return Status::InvalidArgument("max_tokens must be >= 1, got " + std::to_string(r.max_tokens));
+  const int64_t prompt = static_cast<int64_t>(r.prompt.size());
+  if (prompt + r.max_tokens > c.max_position_embeddings)
+    return Status::InvalidArgument("prompt (" + std::to_string(prompt) + " tokens) + max_tokens (" +
+                                   std::to_string(r.max_tokens) + ") exceeds the model's context of " +
+                                   std::to_string(c.max_position_embeddings));
+  // The last sampled token is never fed back, so prompt + max_tokens - 1 positions at most.
+  const int64_t positions = prompt + r.max_tokens - 1;
+  const int64_t need = (positions + options_.block_size - 1) / options_.block_size;
+  if (need > pool_.num_blocks())
+    return Status::InvalidArgument("request needs " + std::to_string(positions) + " cache positions (" +
+                                   std::to_string(need) + " blocks of " + std::to_string(options_.block_size) +
+                                   "); the whole KV pool holds " + std::to_string(pool_.num_blocks()) + " blocks (" +
+                                   std::to_string(pool_.num_blocks() * options_.block_size) +
+                                   " positions): raise --kv-memory or lower max_tokens");
+  for (int32_t t : r.stop_ids)
+    if (t < 0 || t >= c.vocab_size)
+      return Status::InvalidArgument("stop token " + std::to_string(t) + " is outside the vocabulary");
+  for (int32_t t : r.stop_ids)
+    if (t < 0) return Status::InvalidArgument("bad stop token");
+  if (r.logprobs > 20) return Status::InvalidArgument("logprobs must be at most 20, got " + std::to_string(r.logprobs));
+  const RequestId id = next_id_++;
+  auto s = std::make_unique<Sequence>(r.sampling);
+  s->id = id;
+  s->sequence_id = r.sequence_id.value_or(static_cast<uint32_t>(id));
+  s->tokens = r.prompt;
+  s->prompt_len = prompt;
+  s->stop_ids = !r.stop_ids.empty() ? r.stop_ids : (r.use_default_stop ? options_.default_stop_ids : std::vector<int32_t>{});
+  s->request = std::move(r);
+  s->request.prompt.clear();  // kept in tokens
+  stats_.prompt_tokens += prompt;
+  sequences_[id] = std::move(s);
+  waiting_.push_back(id);
+  return id;
+}
+
+void Engine::Cancel(RequestId id) {
+  if (sequences_.count(id)) pending_cancel_.push_back(id);
+}
+
+bool Engine::EnsureBlocks(Sequence& s, int64_t positions) {
+  const int64_t need = (positions + options_.block_size - 1) / options_.block_size - static_cast<int64_t>(s.blocks.size());
+  if (need <= 0) return true;
+  if (need > pool_.num_available()) return false;
+  for (int64_t i = 0; i < need; ++i) {
+    const int32_t b = pool_.Allocate();
+    CHECK(b >= 0);
+    s.blocks.push_back(b);
+  }
+  stats_.peak_blocks_referenced = std::max(stats_.peak_blocks_referenced, pool_.num_referenced());
+  return true;
+}
+
+void Engine::ReleaseBlocks(Sequence& s) {
+  // Later blocks first, so under LRU eviction a prefix's tail goes before its head.
+  for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) pool_.Release(*it);
+  s.blocks.clear();
+  s.keys.clear();
+  s.num_computed = 0;
+}
+
+void Engine::Preempt(Sequence& s) {
+  ReleaseBlocks(s);
+  s.running = false;
+  running_.erase(std::find(running_.begin(), running_.end(), s.id));
+  waiting_.push_front(s.id);
+  ++stats_.preemptions;
+}
+
+void Engine::Finish(Sequence& s, FinishReason reason, std::string error, std::vector<TokenEvent>* events) {
+  ReleaseBlocks(s);
+  if (s.running) running_.erase(std::find(running_.begin(), running_.end(), s.id));
+  const RequestId id = s.id;
+  if (!events->empty() && events->back().request == id && events->back().finish == FinishReason::kNone) {
+    events->back().finish = reason;
+    events->back().error = std::move(error);
+  } else {
+    events->push_back({.request = id, .finish = reason, .error = std::move(error)});
+  }
+  sequences_.erase(id);
+}
+
+void Engine::CommitFullBlocks(Sequence& s) {
+  const int64_t bs = options_.block_size;
+  while (static_cast<int64_t>(s.keys.size() + 1) * bs <= s.num_computed) {
+    const size_t b = s.keys.size();
+    const uint64_t parent = b == 0 ? 0 : s.keys[b - 1];
+    s.keys.push_back(pool_.Commit(s.blocks[b], parent, std::span<const int32_t>(s.tokens).subspan(b * bs, bs)));
+  }
+}
+
+PlannedChunk Engine::MakeChunk(const Sequence& s, int64_t n) const {
+  PlannedChunk c{.request = s.id, .sequence_id = s.sequence_id, .start = s.num_computed};
+  c.tokens.assign(s.tokens.begin() + s.num_computed, s.tokens.begin() + s.num_computed + n);
+  c.blocks = s.blocks;
+  c.want_logits = s.num_computed + n == static_cast<int64_t>(s.tokens.size());
+  return c;
+}
+
+bool Engine::TryAdmit(Sequence& s, int64_t budget, PlannedChunk* chunk) {
+  const int64_t len = static_cast<int64_t>(s.tokens.size());
+  if (options_.prefix_cache && s.blocks.empty()) {
+    // At least the last token is computed, so the step yields its logits.
+    s.blocks = pool_.MatchPrefix(s.tokens, (len - 1) / options_.block_size, &s.keys);
+    s.num_computed = static_cast<int64_t>(s.blocks.size()) * options_.block_size;
+  }
+  const int64_t n = std::min(len - s.num_computed, budget);
+  if (!EnsureBlocks(s, s.num_computed + n)) {
+    ReleaseBlocks(s);
+    return false;
+  }
+  *chunk = MakeChunk(s, n);
+  return true;
+}
+
+StepPlan Engine::Schedule() {
+  StepPlan plan;
+  for (RequestId id : pending_cancel_) {
+    auto it = sequences_.find(id);
+    if (it == sequences_.end()) continue;
+    if (!it->second->running) waiting_.erase(std::find(waiting_.begin(), waiting_.end(), id));
+    Finish(*it->second, FinishReason::kCancelled, "", &early_events_);
+  }
+  pending_cancel_.clear();
+  int64_t budget = options_.max_batch_tokens;
+  bool preempted = false;
+  // Running requests: decodes first, then prefills in progress; each in admission order.
+  for (bool decodes : {true, false}) {
+    const std::vector<RequestId> order = running_;
+    for (RequestId id : order) {
+      if (budget == 0) break;
+      auto it = sequences_.find(id);
+      if (it == sequences_.end()) continue;
+      Sequence& s = *it->second;
+      if (!s.running || s.scheduled) continue;
+      const int64_t remaining = static_cast<int64_t>(s.tokens.size()) - s.num_computed;
+      if ((remaining == 1) != decodes) continue;
+      const int64_t n = std::min(remaining, budget);
+      // Out of blocks: preempt the most recently admitted request not in this step (possibly
+      // this one), until this one fits.
+      while (s.running && !EnsureBlocks(s, s.num_computed + n)) {
+        Sequence* victim = &s;
+        for (auto r = running_.rbegin(); r != running_.rend(); ++r) {
+          Sequence& cand = *sequences_[*r];
+          if (!cand.scheduled && cand.id != s.id) {
+            victim = &cand;
+            break;
+          }
+        }
+        Preempt(*victim);
+        preempted = true;
+      }
+      if (!s.running) continue;
+      plan.chunks.push_back(MakeChunk(s, n));
+      s.scheduled = true;
+      budget -= n;
+    }
+  }
+  // Waiting requests, first come first served, while the budget, the running limit and the
+  // pool allow; not in a step that had to preempt (that would only thrash).
+  while (!preempted && budget > 0 && !waiting_.empty() && static_cast<int>(running_.size()) < options_.max_running) {
+    Sequence& s = *sequences_[waiting_.front()];
+    PlannedChunk chunk;
+    if (!TryAdmit(s, budget, &chunk)) break;
+    waiting_.pop_front();
+    s.running = s.scheduled = true;
+    running_.push_back(s.id);
+    if (s.generated == 0) {
+      s.cached_prompt_tokens = std::min(s.num_computed, s.prompt_len);
+      stats_.cached_prompt_tokens += s.cached_prompt_tokens;
+    }
+    budget -= static_cast<int64_t>(chunk.tokens.size());
+    plan.chunks.push_back(std::move(chunk));
+  }
+  return plan;
+}
+
+std::vector<TokenEvent> Engine::Complete(const StepPlan& plan, const std::vector<float>& logits) {
+  std::vector<TokenEvent> events = std::move(early_events_);
+  early_events_.clear();
+  ++stats_.steps;
+  const int V = model_.config().vocab_size;
+  int64_t row = 0;
+  for (const PlannedChunk& c : plan.chunks) {
+    auto it = sequences_.find(c.request);
+    CHECK(it != sequences_.end()) << "plan names request " << c.request << " the engine does not hold";
+    Sequence& s = *it->second;
+    s.scheduled = false;
+    s.num_computed = c.start + static_cast<int64_t>(c.tokens.size());
+    stats_.computed_tokens += static_cast<int64_t>(c.tokens.size());
+    if (options_.prefix_cache) CommitFullBlocks(s);
+    if (!c.want_logits) continue;
+    const float* l = &logits[static_cast<size_t>(row++) * V];
+    float mx = -INFINITY;
+    bool finite = true;
+    for (int v = 0; v < V; ++v) {
+      finite = finite && std::isfinite(l[v]);
+      mx = std::max(mx, l[v]);
+    }
+    if (!finite) {
+      Finish(s, FinishReason::kError, "the model produced non-finite logits at position " + std::to_string(s.num_computed - 1),
+             &events);
+      continue;
+    }
+    TokenEvent ev{.request = s.id};
+    ev.token = s.sampler.Sample(l, V);
+    if (s.request.logprobs >= 0) {
+      double sum = 0;
+      for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(l[v] - mx));
+      const float lse = mx + static_cast<float>(std::log(sum));
+      ev.logprob = l[ev.token] - lse;
+      if (s.request.logprobs > 0) {
+        std::vector<int32_t> ids(V);
+        for (int v = 0; v < V; ++v) ids[v] = v;
+        const int k = std::min(s.request.logprobs, V);
+        std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                          [l](int32_t a, int32_t b) { return l[a] != l[b] ? l[a] > l[b] : a < b; });
+        for (int i = 0; i < k; ++i) ev.top_logprobs.push_back({ids[i], l[ids[i]] - lse});
+      }
+    }
+    if (s.generated == 0) ev.cached_prompt_tokens = s.cached_prompt_tokens;
+    if (options_.keep_logits) ev.logits.assign(l, l + V);
+    s.tokens.push_back(ev.token);
+    ++s.generated;
+    ++stats_.generated_tokens;
+    FinishReason reason = FinishReason::kNone;
+    if (std::find(s.stop_ids.begin(), s.stop_ids.end(), ev.token) != s.stop_ids.end()) reason = FinishReason::kStop;
+    else if (s.generated >= s.request.max_tokens) reason = FinishReason::kLength;
+    events.push_back(std::move(ev));
+    if (reason != FinishReason::kNone) Finish(s, reason, "", &events);
+  }
+  return events;
+}
+
+StatusOr<std::vector<TokenEvent>> Engine::Step() {
+  StepPlan plan = Schedule();
+  std::vector<float> logits;
+  if (!plan.chunks.empty()) RETURN_IF_ERROR(ExecutePlan(model_, plan, pool_.blocks(), &logits));
+  return Complete(plan, logits);
+}
+
+}  // namespace epserve

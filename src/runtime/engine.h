@@ -1,0 +1,153 @@
+// The serving engine of one DP group: requests arrive (Submit) and leave (finish, Cancel) at any
+// step; every Step runs one forward pass over a batch the scheduler picked under a token budget
+// (continuous batching with chunked prefill) on a paged latent cache with prefix reuse.
+//
+// A step has three phases, so a distributed driver can put collectives between them:
+//   Schedule()  decides the step as plain data (StepPlan: which requests, which tokens, which
+//               blocks) - the only phase that touches the scheduler's queues and the block pool's
+//               allocation;
+//   Execute     runs the plan through the model (ExecutePlan; TP followers run the leader's
+//               plan on their own replica of the cache);
+//   Complete()  takes the logits, samples, detects finishes and releases blocks.
+// Step() does all three in one process. The policy is in docs/serving-engine.md.
+// Thread safety: none; one thread drives an engine (the server's engine thread).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "model/model.h"
+#include "runtime/kv_block_pool.h"
+#include "runtime/sampler.h"
+
+namespace epserve {
+
+using RequestId = uint64_t;
+
+struct EngineRequest {
+  std::vector<int32_t> prompt;
+  SamplingOptions sampling;
+  int max_tokens = 16;
+  // Generation stops after any of these ids (it is the last token of the output). Empty
+  // with use_default_stop: the model's EOS.
+  std::vector<int32_t> stop_ids;
+  bool use_default_stop = true;
+  int logprobs = -1;  // -1: none; 0: the sampled token's log-probability; N > 0: also the top N
+  // Key for traces and expert routing; default: the request id.
+  std::optional<uint32_t> sequence_id;
+};
+
+enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
+const char* FinishReasonName(FinishReason reason);  // "stop", "length", "cancelled", "error"
+
+// One output of a step for one request: a sampled token, a finish, or both.
+struct TokenEvent {
+  RequestId request = 0;
+  int32_t token = -1;  // -1: no token (a finish without one: cancelled, error)
+  float logprob = 0;   // when requested
+  std::vector<std::pair<int32_t, float>> top_logprobs;
+  FinishReason finish = FinishReason::kNone;
+  std::string error;                 // kError only
+  int64_t cached_prompt_tokens = 0;  // on the first token: prompt tokens whose cache was reused
+  std::vector<float> logits;         // EngineOptions::keep_logits only: the row the token came from
+};
+
+struct EngineOptions {
+  int64_t max_batch_tokens = 256;  // token budget of one step (decodes + prefill chunks)
+  int max_running = 64;            // requests holding cache blocks at once
+  int64_t block_size = 64;         // positions per cache block
+  int64_t num_blocks = 0;          // cache pool size (see KvMemoryBlocks)
+  KvDType kv_dtype = KvDType::kF32;
+  bool prefix_cache = true;
+  bool keep_logits = false;  // tests and --logits-out: events carry their logits rows
+  std::vector<int32_t> default_stop_ids;
+};
+
+// One request's share of a step.
+struct PlannedChunk {
+  RequestId request = 0;
+  uint32_t sequence_id = 0;
+  int64_t start = 0;              // first position computed
+  std::vector<int32_t> tokens;    // tokens at [start, start + size)
+  std::vector<int32_t> blocks;    // block table covering [0, start + size)
+  bool want_logits = false;       // the chunk reaches the end of the known tokens: sample after it
+};
+
+struct StepPlan {
+  std::vector<PlannedChunk> chunks;
+  int64_t num_tokens() const;
+  int64_t num_logits() const;
+  std::string Serialize() const;
+  static StatusOr<StepPlan> Deserialize(const std::string& bytes);
+};
+
+// Runs a plan through the model over `kv`; logits receives num_logits() rows.
+Status ExecutePlan(Model& model, const StepPlan& plan, const KvBlocks& kv, std::vector<float>* logits);
+
+struct EngineStats {
+  int64_t steps = 0, prompt_tokens = 0, cached_prompt_tokens = 0, computed_tokens = 0, generated_tokens = 0;
+  int64_t preemptions = 0;
+  int64_t peak_blocks_referenced = 0;
+};
+
+class Engine {
+ public:
+  // model must outlive the engine. REQUIRES: options.num_blocks > 0.
+  Engine(Model& model, const EngineOptions& options);
+  ~Engine();
+
+  // Queues a request. Errors (nothing queued): an empty prompt, token ids outside the
+  // vocabulary, max_tokens < 1, a request that could never fit in the cache pool or the
+  // model's context.
+  StatusOr<RequestId> Submit(EngineRequest request);
+  // Ends a request at the next step with FinishReason::kCancelled; unknown ids are ignored.
+  void Cancel(RequestId id);
+  bool HasWork() const { return !waiting_.empty() || !running_.empty() || !pending_cancel_.empty(); }
+  int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  int num_running() const { return static_cast<int>(running_.size()); }
+
+  StepPlan Schedule();
+  // Samples from the plan's logits; returns this step's events (also those of cancellations
+  // and of requests ended by an error).
+  std::vector<TokenEvent> Complete(const StepPlan& plan, const std::vector<float>& logits);
+  // Schedule + ExecutePlan + Complete.
+  StatusOr<std::vector<TokenEvent>> Step();
+
+  const KvBlockPool& pool() const { return pool_; }
+  const EngineStats& stats() const { return stats_; }
+  const EngineOptions& options() const { return options_; }
+  Model& model() { return model_; }
+
+ private:
+  struct Sequence;
+  bool EnsureBlocks(Sequence& s, int64_t positions);
+  void Preempt(Sequence& s);
+  void ReleaseBlocks(Sequence& s);
+  void Finish(Sequence& s, FinishReason reason, std::string error, std::vector<TokenEvent>* events);
+  void CommitFullBlocks(Sequence& s);
+  bool TryAdmit(Sequence& s, int64_t budget, PlannedChunk* chunk);
+  PlannedChunk MakeChunk(const Sequence& s, int64_t n) const;
+
+  Model& model_;
+  EngineOptions options_;
+  KvBlockPool pool_;
+  RequestId next_id_ = 1;
+  uint64_t admit_counter_ = 0;
+  std::unordered_map<RequestId, std::unique_ptr<Sequence>> sequences_;
+  std::deque<RequestId> waiting_;   // FIFO; preempted requests go back to the front
+  std::vector<RequestId> running_;  // in admission order
+  std::vector<RequestId> pending_cancel_;
+  std::vector<TokenEvent> early_events_;  // cancellations of waiting requests, emitted next Complete
+  EngineStats stats_;
+};
+
+// Blocks of block_size positions that fit in `bytes` for this model and cache dtype.
+int64_t KvMemoryBlocks(const ModelConfig& config, KvDType dtype, int64_t block_size, int64_t bytes);
+
+}  // namespace epserve
