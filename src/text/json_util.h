@@ -24,6 +24,10 @@ StatusOr<std::string> GetString(const nlohmann::json& obj, const char* key, cons
 StatusOr<bool> GetBool(const nlohmann::json& obj, const char* key, const std::string& where, bool fallback);
 StatusOr<int64_t> GetInt(const nlohmann::json& obj, const char* key, const std::string& where, int64_t fallback);
 
+// "tokenizer.json: model" + "vocab" -> "tokenizer.json: model.vocab"; "x/tokenizer_config.json" + "bos_token"
+// -> "x/tokenizer_config.json: bos_token".
+std::string JoinPath(const std::string& where, const char* key);
+
 // "<where>: expected <what>, got <type>".
 Status TypeError(const std::string& where, const char* what, const nlohmann::json& got);
 

@@ -19,7 +19,7 @@ StatusOr<std::string> ConfigToken(const nlohmann::json& config, const char* key,
   if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) {
     return (*it)["content"].get<std::string>();
   }
-  return TypeError(where + "." + key, "a string or {\"content\": ...}", *it);
+  return TypeError(JoinPath(where, key), "a string or {\"content\": ...}", *it);
 }
 
 // transformers' clean_up_tokenization: no space before punctuation and common contractions.
@@ -191,11 +191,11 @@ Status Tokenizer::ParseConfig(const nlohmann::json& config, const std::string& w
   ASSIGN_OR_RETURN(eos_token_, ConfigToken(config, "eos_token", where));
   if (!bos_token_.empty()) {
     bos_id_ = TokenToId(bos_token_);
-    if (bos_id_ < 0) return Status::InvalidArgument(where + ".bos_token: \"" + bos_token_ + "\" is not in the vocabulary");
+    if (bos_id_ < 0) return Status::InvalidArgument(JoinPath(where, "bos_token") + ": \"" + bos_token_ + "\" is not in the vocabulary");
   }
   if (!eos_token_.empty()) {
     eos_id_ = TokenToId(eos_token_);
-    if (eos_id_ < 0) return Status::InvalidArgument(where + ".eos_token: \"" + eos_token_ + "\" is not in the vocabulary");
+    if (eos_id_ < 0) return Status::InvalidArgument(JoinPath(where, "eos_token") + ": \"" + eos_token_ + "\" is not in the vocabulary");
   }
   ASSIGN_OR_RETURN(clean_up_spaces_, GetBool(config, "clean_up_tokenization_spaces", where, false));
   // LlamaTokenizerFast-style configs say whether to add BOS/EOS; a post-processor that adds
