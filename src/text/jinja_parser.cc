@@ -103,6 +103,14 @@ class Parser {
           Advance();
           return body;
         }
+        static const std::set<std::string> kClosers = {"endfor",    "endif",     "endset",        "endmacro",
+                                                       "endfilter", "endgeneration", "else", "elif"};
+        if (name.kind == TokenKind::kName && kClosers.count(name.text)) {
+          if (opener.empty()) return ErrorAt(origin_, name.pos, "unexpected '" + name.text + "' outside of a block");
+          return ErrorAt(origin_, name.pos,
+                         "unexpected '" + name.text + "': '" + opener + "' opened at " + std::to_string(open_pos.line) +
+                             ":" + std::to_string(open_pos.col) + " is not closed (expected 'end" + opener + "')");
+        }
         Advance();
         ASSIGN_OR_RETURN(StmtPtr s, ParseStatement());
         body.push_back(std::move(s));
@@ -215,7 +223,7 @@ class Parser {
       ASSIGN_OR_RETURN(s->body, ParseBody({"endgeneration"}, &end_tag, "generation", pos));
     } else {
       static const std::set<std::string> kUnsupported = {"include", "import", "from",  "extends", "block", "call",
-                                                         "with",    "raw",    "macro", "autoescape", "do", "trans"};
+                                                         "with",    "raw",    "autoescape", "do", "trans"};
       return ErrorAt(origin_, pos, (kUnsupported.count(tag) ? "unsupported tag '" : "unknown tag '") + tag + "'");
     }
     RETURN_IF_ERROR(ExpectBlockEnd());
@@ -400,7 +408,7 @@ class Parser {
   }
 
   StatusOr<ExprPtr> ParseCall(ExprPtr callee, Expr::Kind kind) {
-    ExprPtr node = MakeExpr(kind, Cur().pos);
+    ExprPtr node = MakeExpr(kind, callee->pos);  // errors point at the function's name
     node->args.push_back(std::move(callee));
     RETURN_IF_ERROR(ParseArgs(node.get()));
     return node;
