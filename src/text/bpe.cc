@@ -13,12 +13,14 @@ namespace {
 
 // Splits a merge entry into its two parts: "a b" (split at the first space, as Hugging Face
 // does) or ["a", "b"].
-StatusOr<std::pair<std::string, std::string>> ParseMerge(const nlohmann::json& m, const std::string& where) {
+StatusOr<std::pair<std::string, std::string>> ParseMerge(const nlohmann::json& m,
+                                                         const std::string& where) {
   if (m.is_string()) {
     const std::string& s = m.get_ref<const std::string&>();
     const size_t space = s.find(' ');
     if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
-      return Status::InvalidArgument(where + ": expected \"a b\" (two tokens separated by one space), got \"" + s + "\"");
+      return Status::InvalidArgument(
+          where + ": expected \"a b\" (two tokens separated by one space), got \"" + s + "\"");
     }
     return std::make_pair(s.substr(0, space), s.substr(space + 1));
   }
@@ -30,15 +32,19 @@ StatusOr<std::pair<std::string, std::string>> ParseMerge(const nlohmann::json& m
 
 }  // namespace
 
-StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const nlohmann::json& j, const std::string& where) {
+StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const nlohmann::json& j,
+                                                    const std::string& where) {
   ASSIGN_OR_RETURN(std::string type, ComponentType(j, where));
   if (type != "BPE") return Unsupported(where, type);
   std::unique_ptr<BpeModel> m(new BpeModel());
-  if (j.contains("dropout") && !j["dropout"].is_null() && !(j["dropout"].is_number() && j["dropout"].get<double>() == 0)) {
-    return Status::InvalidArgument(where + ".dropout: BPE dropout is not supported (it makes encoding random)");
+  if (j.contains("dropout") && !j["dropout"].is_null() &&
+      !(j["dropout"].is_number() && j["dropout"].get<double>() == 0)) {
+    return Status::InvalidArgument(
+        where + ".dropout: BPE dropout is not supported (it makes encoding random)");
   }
   auto vocab = j.find("vocab");
-  if (vocab == j.end() || !vocab->is_object()) return TypeError(where + ".vocab", "an object", j.value("vocab", nlohmann::json()));
+  if (vocab == j.end() || !vocab->is_object())
+    return TypeError(where + ".vocab", "an object", j.value("vocab", nlohmann::json()));
   m->vocab_.reserve(vocab->size());
   for (auto it = vocab->begin(); it != vocab->end(); ++it) {
     if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > INT32_MAX) {
@@ -56,7 +62,8 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const nlohmann::json& j, con
   ASSIGN_OR_RETURN(std::string unk, GetString(j, "unk_token", where));
   if (!unk.empty()) {
     auto it = m->vocab_.find(unk);
-    if (it == m->vocab_.end()) return Status::InvalidArgument(where + ".unk_token: \"" + unk + "\" is not in the vocab");
+    if (it == m->vocab_.end())
+      return Status::InvalidArgument(where + ".unk_token: \"" + unk + "\" is not in the vocab");
     m->unk_id_ = it->second;
   }
   for (int b = 0; b < 256; ++b) {
@@ -74,8 +81,10 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const nlohmann::json& j, con
       ASSIGN_OR_RETURN(auto pair, ParseMerge((*merges)[i], at));
       auto a = m->vocab_.find(pair.first);
       auto b = m->vocab_.find(pair.second);
-      if (a == m->vocab_.end()) return Status::InvalidArgument(at + ": token \"" + pair.first + "\" is not in the vocab");
-      if (b == m->vocab_.end()) return Status::InvalidArgument(at + ": token \"" + pair.second + "\" is not in the vocab");
+      if (a == m->vocab_.end())
+        return Status::InvalidArgument(at + ": token \"" + pair.first + "\" is not in the vocab");
+      if (b == m->vocab_.end())
+        return Status::InvalidArgument(at + ": token \"" + pair.second + "\" is not in the vocab");
       std::string merged = pair.first;
       if (!m->prefix_.empty() && pair.second.compare(0, m->prefix_.size(), m->prefix_) == 0) {
         merged.append(pair.second, m->prefix_.size());
@@ -83,9 +92,12 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const nlohmann::json& j, con
         merged.append(pair.second);
       }
       auto n = m->vocab_.find(merged);
-      if (n == m->vocab_.end()) return Status::InvalidArgument(at + ": merged token \"" + merged + "\" is not in the vocab");
+      if (n == m->vocab_.end())
+        return Status::InvalidArgument(at + ": merged token \"" + merged +
+                                       "\" is not in the vocab");
       // A repeated pair takes its last rank, as Hugging Face's and transformers.js's maps do.
-      m->merges_.insert_or_assign(PairKey(a->second, b->second), MergeTarget{static_cast<int32_t>(i), n->second});
+      m->merges_.insert_or_assign(PairKey(a->second, b->second),
+                                  MergeTarget{static_cast<int32_t>(i), n->second});
     }
   }
   return m;
@@ -152,11 +164,14 @@ void BpeModel::Merge(std::string_view word, std::vector<int32_t>* ids) const {
     int32_t rank;
     int pos;
     int32_t new_id;
-    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+    bool operator>(const Candidate& o) const {
+      return rank != o.rank ? rank > o.rank : pos > o.pos;
+    }
   };
   std::vector<Candidate> storage;
   storage.reserve(num);
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue(std::greater<>(), std::move(storage));
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue(std::greater<>(),
+                                                                               std::move(storage));
   auto push_pair = [&](int i) {
     if (i < 0 || next[i] < 0) return;
     auto it = merges_.find(PairKey(symbols[i], symbols[next[i]]));

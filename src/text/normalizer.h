@@ -4,9 +4,8 @@
 #pragma once
 
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "base/status.h"
 
@@ -21,6 +20,7 @@ class Normalizer {
 
 // `where` names the component in errors ("tokenizer.json: normalizer").
 // A null JSON value gives a null pointer (no normalization).
-StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const nlohmann::json& j, const std::string& where);
+StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const nlohmann::json& j,
+                                                      const std::string& where);
 
 }  // namespace epserve::text

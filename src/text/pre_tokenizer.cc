@@ -68,7 +68,8 @@ void SplitBySegments(const Piece& piece, std::vector<Segment> segments, SplitBeh
 namespace {
 
 // Segments covering `text` from a sorted list of non-overlapping matches.
-std::vector<Segment> SegmentsFromMatches(size_t size, const std::vector<std::pair<size_t, size_t>>& matches,
+std::vector<Segment> SegmentsFromMatches(size_t size,
+                                         const std::vector<std::pair<size_t, size_t>>& matches,
                                          bool invert) {
   std::vector<Segment> segments;
   segments.reserve(2 * matches.size() + 1);
@@ -84,7 +85,8 @@ std::vector<Segment> SegmentsFromMatches(size_t size, const std::vector<std::pai
 
 class SequencePreTokenizer : public PreTokenizer {
  public:
-  explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> parts) : parts_(std::move(parts)) {}
+  explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> parts)
+      : parts_(std::move(parts)) {}
   void Apply(std::vector<Piece>* pieces) const override {
     for (const auto& p : parts_) p->Apply(pieces);
   }
@@ -104,7 +106,8 @@ class SplitPreTokenizer : public PreTokenizer {
     for (const Piece& piece : *pieces) {
       matches.clear();
       pattern_.FindAll(piece.text, &matches);
-      SplitBySegments(piece, SegmentsFromMatches(piece.text.size(), matches, invert_), behavior_, &out);
+      SplitBySegments(piece, SegmentsFromMatches(piece.text.size(), matches, invert_), behavior_,
+                      &out);
     }
     pieces->swap(out);
   }
@@ -116,7 +119,8 @@ class SplitPreTokenizer : public PreTokenizer {
 };
 
 // GPT-2's pattern, which ByteLevel uses when use_regex is true.
-constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr const char* kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 class ByteLevelPreTokenizer : public PreTokenizer {
  public:
@@ -156,7 +160,8 @@ class DigitsPreTokenizer : public PreTokenizer {
       while (pos < piece.text.size()) {
         const size_t begin = pos;
         const auto cat = utf8proc_category(NextCodePoint(piece.text, &pos));
-        const bool numeric = cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL || cat == UTF8PROC_CATEGORY_NO;
+        const bool numeric = cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL ||
+                             cat == UTF8PROC_CATEGORY_NO;
         segments.push_back({begin, pos, numeric});
       }
       // Rust's split(char::is_numeric) sees each numeric char as its own match; non-matches
@@ -169,8 +174,8 @@ class DigitsPreTokenizer : public PreTokenizer {
           merged.push_back(s);
         }
       }
-      SplitBySegments(piece, std::move(merged), individual_ ? SplitBehavior::kIsolated : SplitBehavior::kContiguous,
-                      &out);
+      SplitBySegments(piece, std::move(merged),
+                      individual_ ? SplitBehavior::kIsolated : SplitBehavior::kContiguous, &out);
     }
     pieces->swap(out);
   }
@@ -196,8 +201,10 @@ class MetaspacePreTokenizer : public PreTokenizer {
           text.push_back(c);
         }
       }
-      const bool prepend = scheme_ == PrependScheme::kAlways || (scheme_ == PrependScheme::kFirst && piece.at_start);
-      if (prepend && text.compare(0, replacement_.size(), replacement_) != 0) text.insert(0, replacement_);
+      const bool prepend =
+          scheme_ == PrependScheme::kAlways || (scheme_ == PrependScheme::kFirst && piece.at_start);
+      if (prepend && text.compare(0, replacement_.size(), replacement_) != 0)
+        text.insert(0, replacement_);
       Piece replaced{std::move(text), piece.at_start};
       if (!split_) {
         out.push_back(std::move(replaced));
@@ -232,34 +239,39 @@ StatusOr<SplitBehavior> ParseBehavior(const nlohmann::json& j, const std::string
   return Status::InvalidArgument(where + ".behavior: unsupported value \"" + b + "\"");
 }
 
-StatusOr<std::unique_ptr<PreTokenizer>> RegexSplit(const char* pattern, SplitBehavior behavior, bool invert,
-                                                   const std::string& where) {
+StatusOr<std::unique_ptr<PreTokenizer>> RegexSplit(const char* pattern, SplitBehavior behavior,
+                                                   bool invert, const std::string& where) {
   ASSIGN_OR_RETURN(Regex re, Regex::Compile(pattern, where));
   return std::unique_ptr<PreTokenizer>(new SplitPreTokenizer(std::move(re), behavior, invert));
 }
 
 }  // namespace
 
-StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& j, const std::string& where) {
+StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& j,
+                                                          const std::string& where) {
   if (j.is_null()) return std::unique_ptr<PreTokenizer>();
   ASSIGN_OR_RETURN(std::string type, ComponentType(j, where));
   if (type == "Sequence") {
     auto it = j.find("pretokenizers");
     if (it == j.end() || !it->is_array()) {
-      return TypeError(where + ".pretokenizers", "an array", j.value("pretokenizers", nlohmann::json()));
+      return TypeError(where + ".pretokenizers", "an array",
+                       j.value("pretokenizers", nlohmann::json()));
     }
     std::vector<std::unique_ptr<PreTokenizer>> parts;
     for (size_t i = 0; i < it->size(); ++i) {
-      ASSIGN_OR_RETURN(auto part, ParsePreTokenizer((*it)[i], where + ".pretokenizers[" + std::to_string(i) + "]"));
+      ASSIGN_OR_RETURN(auto part, ParsePreTokenizer((*it)[i], where + ".pretokenizers[" +
+                                                                  std::to_string(i) + "]"));
       if (part) parts.push_back(std::move(part));
     }
     return std::unique_ptr<PreTokenizer>(new SequencePreTokenizer(std::move(parts)));
   }
   if (type == "Split") {
-    ASSIGN_OR_RETURN(Regex pattern, ParsePattern(j.value("pattern", nlohmann::json()), where + ".pattern"));
+    ASSIGN_OR_RETURN(Regex pattern,
+                     ParsePattern(j.value("pattern", nlohmann::json()), where + ".pattern"));
     ASSIGN_OR_RETURN(SplitBehavior behavior, ParseBehavior(j, where));
     ASSIGN_OR_RETURN(bool invert, GetBool(j, "invert", where, false));
-    return std::unique_ptr<PreTokenizer>(new SplitPreTokenizer(std::move(pattern), behavior, invert));
+    return std::unique_ptr<PreTokenizer>(
+        new SplitPreTokenizer(std::move(pattern), behavior, invert));
   }
   if (type == "ByteLevel") {
     ASSIGN_OR_RETURN(bool add_prefix_space, GetBool(j, "add_prefix_space", where, true));
@@ -268,7 +280,8 @@ StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& 
     if (use_regex) {
       ASSIGN_OR_RETURN(split, RegexSplit(kGpt2Pattern, SplitBehavior::kIsolated, false, where));
     }
-    return std::unique_ptr<PreTokenizer>(new ByteLevelPreTokenizer(add_prefix_space, std::move(split)));
+    return std::unique_ptr<PreTokenizer>(
+        new ByteLevelPreTokenizer(add_prefix_space, std::move(split)));
   }
   if (type == "Digits") {
     ASSIGN_OR_RETURN(bool individual, GetBool(j, "individual_digits", where, false));
@@ -291,9 +304,11 @@ StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& 
       ASSIGN_OR_RETURN(bool add_prefix_space, GetBool(j, "add_prefix_space", where, true));
       if (!add_prefix_space) scheme = PrependScheme::kNever;
     }
-    return std::unique_ptr<PreTokenizer>(new MetaspacePreTokenizer(std::move(replacement), scheme, split));
+    return std::unique_ptr<PreTokenizer>(
+        new MetaspacePreTokenizer(std::move(replacement), scheme, split));
   }
-  if (type == "Whitespace") return RegexSplit(R"(\w+|[^\w\s]+)", SplitBehavior::kRemoved, true, where);
+  if (type == "Whitespace")
+    return RegexSplit(R"(\w+|[^\w\s]+)", SplitBehavior::kRemoved, true, where);
   if (type == "WhitespaceSplit") return RegexSplit(R"(\s+)", SplitBehavior::kRemoved, false, where);
   return Unsupported(where, type);
 }

@@ -5,10 +5,9 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 
@@ -43,6 +42,7 @@ void SplitBySegments(const Piece& piece, std::vector<Segment> segments, SplitBeh
                      std::vector<Piece>* out);
 
 // `where` names the component in errors ("tokenizer.json: pre_tokenizer"). Null gives nullptr.
-StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& j, const std::string& where);
+StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& j,
+                                                          const std::string& where);
 
 }  // namespace epserve::text

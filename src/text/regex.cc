@@ -42,8 +42,8 @@ StatusOr<Regex> Regex::Compile(std::string_view pattern, const std::string& wher
   if (code == nullptr) {
     PCRE2_UCHAR buffer[256];
     pcre2_get_error_message(error, buffer, sizeof(buffer));
-    return Status::InvalidArgument(where + ": invalid regex at offset " + std::to_string(offset) + ": " +
-                                   reinterpret_cast<const char*>(buffer));
+    return Status::InvalidArgument(where + ": invalid regex at offset " + std::to_string(offset) +
+                                   ": " + reinterpret_cast<const char*>(buffer));
   }
   auto holder = std::make_shared<Code>();
   holder->code = code;
@@ -55,13 +55,16 @@ StatusOr<Regex> Regex::Literal(std::string_view literal, const std::string& wher
   return Compile(EscapeLiteral(literal), where);
 }
 
-void Regex::FindAll(std::string_view subject, std::vector<std::pair<size_t, size_t>>* matches) const {
+void Regex::FindAll(std::string_view subject,
+                    std::vector<std::pair<size_t, size_t>>* matches) const {
   pcre2_match_data* md = pcre2_match_data_create_from_pattern(code_->code, nullptr);
   const auto* data = reinterpret_cast<PCRE2_SPTR>(subject.data());
   size_t start = 0;
   while (start <= subject.size()) {
-    const int rc = code_->jit ? pcre2_jit_match(code_->code, data, subject.size(), start, 0, md, nullptr)
-                              : pcre2_match(code_->code, data, subject.size(), start, PCRE2_NO_UTF_CHECK, md, nullptr);
+    const int rc = code_->jit
+                       ? pcre2_jit_match(code_->code, data, subject.size(), start, 0, md, nullptr)
+                       : pcre2_match(code_->code, data, subject.size(), start, PCRE2_NO_UTF_CHECK,
+                                     md, nullptr);
     if (rc < 0) break;  // PCRE2_ERROR_NOMATCH, or a resource limit: no further matches
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
     matches->emplace_back(ov[0], ov[1]);

@@ -12,7 +12,8 @@ namespace {
 const std::string kEmpty;
 
 // bos_token / eos_token in tokenizer_config.json: a string or {"content": ...}.
-StatusOr<std::string> ConfigToken(const nlohmann::json& config, const char* key, const std::string& where) {
+StatusOr<std::string> ConfigToken(const nlohmann::json& config, const char* key,
+                                  const std::string& where) {
   auto it = config.find(key);
   if (it == config.end() || it->is_null()) return std::string();
   if (it->is_string()) return it->get<std::string>();
@@ -24,9 +25,9 @@ StatusOr<std::string> ConfigToken(const nlohmann::json& config, const char* key,
 
 // transformers' clean_up_tokenization: no space before punctuation and common contractions.
 std::string CleanUpSpaces(std::string s) {
-  static const char* const kPairs[][2] = {{" .", "."},     {" ?", "?"},     {" !", "!"},     {" ,", ","},
-                                          {" ' ", "'"},    {" n't", "n't"}, {" 'm", "'m"},   {" 's", "'s"},
-                                          {" 've", "'ve"}, {" 're", "'re"}};
+  static const char* const kPairs[][2] = {
+      {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
+      {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
   for (const auto& p : kPairs) {
     std::string out;
     const std::string_view from = p[0];
@@ -55,24 +56,30 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& dir) {
   return FromJson(tokenizer, config, tokenizer_path, config_path);
 }
 
-StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(const nlohmann::json& j, const nlohmann::json& config,
-                                                         const std::string& name, const std::string& config_name) {
+StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(const nlohmann::json& j,
+                                                         const nlohmann::json& config,
+                                                         const std::string& name,
+                                                         const std::string& config_name) {
   if (!j.is_object()) return TypeError(name, "an object", j);
   std::unique_ptr<Tokenizer> t(new Tokenizer());
   for (const char* key : {"truncation", "padding"}) {
     if (j.contains(key) && !j[key].is_null()) {
-      return Status::InvalidArgument(name + ": " + key + ": not supported (it changes what Encode returns); set it to null");
+      return Status::InvalidArgument(
+          name + ": " + key + ": not supported (it changes what Encode returns); set it to null");
     }
   }
   auto model = j.find("model");
   if (model == j.end()) return Status::InvalidArgument(name + ": missing \"model\"");
   ASSIGN_OR_RETURN(t->model_, BpeModel::Parse(*model, name + ": model"));
-  ASSIGN_OR_RETURN(t->normalizer_, ParseNormalizer(j.value("normalizer", nlohmann::json()), name + ": normalizer"));
-  ASSIGN_OR_RETURN(t->pre_tokenizer_,
-                   ParsePreTokenizer(j.value("pre_tokenizer", nlohmann::json()), name + ": pre_tokenizer"));
-  ASSIGN_OR_RETURN(t->decoder_, ParseDecoder(j.value("decoder", nlohmann::json()), name + ": decoder"));
+  ASSIGN_OR_RETURN(t->normalizer_,
+                   ParseNormalizer(j.value("normalizer", nlohmann::json()), name + ": normalizer"));
+  ASSIGN_OR_RETURN(t->pre_tokenizer_, ParsePreTokenizer(j.value("pre_tokenizer", nlohmann::json()),
+                                                        name + ": pre_tokenizer"));
+  ASSIGN_OR_RETURN(t->decoder_,
+                   ParseDecoder(j.value("decoder", nlohmann::json()), name + ": decoder"));
   int32_t size = t->model_->max_id() + 1;
-  RETURN_IF_ERROR(t->ParseAddedTokens(j.value("added_tokens", nlohmann::json::array()), name + ": added_tokens"));
+  RETURN_IF_ERROR(t->ParseAddedTokens(j.value("added_tokens", nlohmann::json::array()),
+                                      name + ": added_tokens"));
   for (const AddedToken& a : t->added_) size = std::max(size, a.id + 1);
   t->id_to_token_.resize(size);
   t->special_.assign(size, false);
@@ -81,7 +88,8 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(const nlohmann::json& j
     t->id_to_token_[a.id] = a.content;
     t->special_[a.id] = a.special;
   }
-  RETURN_IF_ERROR(t->ParsePostProcessor(j.value("post_processor", nlohmann::json()), name + ": post_processor"));
+  RETURN_IF_ERROR(t->ParsePostProcessor(j.value("post_processor", nlohmann::json()),
+                                        name + ": post_processor"));
   if (!config.is_null()) RETURN_IF_ERROR(t->ParseConfig(config, config_name));
   return t;
 }
@@ -96,10 +104,12 @@ Status Tokenizer::ParseAddedTokens(const nlohmann::json& j, const std::string& w
     if (!e.is_object()) return TypeError(at, "an object", e);
     AddedToken a;
     ASSIGN_OR_RETURN(int64_t id, GetInt(e, "id", at, -1));
-    if (id < 0 || id > INT32_MAX) return Status::InvalidArgument(at + ".id: expected a non-negative integer id");
+    if (id < 0 || id > INT32_MAX)
+      return Status::InvalidArgument(at + ".id: expected a non-negative integer id");
     a.id = static_cast<int32_t>(id);
     ASSIGN_OR_RETURN(a.content, GetString(e, "content", at));
-    if (a.content.empty()) return Status::InvalidArgument(at + ".content: expected a non-empty string");
+    if (a.content.empty())
+      return Status::InvalidArgument(at + ".content: expected a non-empty string");
     ASSIGN_OR_RETURN(a.special, GetBool(e, "special", at, false));
     ASSIGN_OR_RETURN(a.lstrip, GetBool(e, "lstrip", at, false));
     ASSIGN_OR_RETURN(a.rstrip, GetBool(e, "rstrip", at, false));
@@ -128,20 +138,24 @@ Status Tokenizer::ParsePostProcessor(const nlohmann::json& j, const std::string&
   if (type == "ByteLevel") return Status::Ok();  // offsets only; adds no tokens
   if (type == "Sequence") {
     auto it = j.find("processors");
-    if (it == j.end() || !it->is_array()) return TypeError(where + ".processors", "an array", j.value("processors", nlohmann::json()));
+    if (it == j.end() || !it->is_array())
+      return TypeError(where + ".processors", "an array", j.value("processors", nlohmann::json()));
     for (size_t i = 0; i < it->size(); ++i) {
-      RETURN_IF_ERROR(ParsePostProcessor((*it)[i], where + ".processors[" + std::to_string(i) + "]"));
+      RETURN_IF_ERROR(
+          ParsePostProcessor((*it)[i], where + ".processors[" + std::to_string(i) + "]"));
     }
     return Status::Ok();
   }
   auto lookup = [&](const std::string& token, const std::string& at) -> StatusOr<int32_t> {
     const int32_t id = TokenToId(token);
-    if (id < 0) return Status::InvalidArgument(at + ": token \"" + token + "\" is not in the vocabulary");
+    if (id < 0)
+      return Status::InvalidArgument(at + ": token \"" + token + "\" is not in the vocabulary");
     return id;
   };
   if (type == "TemplateProcessing") {
     auto single = j.find("single");
-    if (single == j.end() || !single->is_array()) return TypeError(where + ".single", "an array", j.value("single", nlohmann::json()));
+    if (single == j.end() || !single->is_array())
+      return TypeError(where + ".single", "an array", j.value("single", nlohmann::json()));
     bool seen_sequence = false;
     for (size_t i = 0; i < single->size(); ++i) {
       const std::string at = where + ".single[" + std::to_string(i) + "]";
@@ -150,15 +164,19 @@ Status Tokenizer::ParsePostProcessor(const nlohmann::json& j, const std::string&
         seen_sequence = true;
         continue;
       }
-      if (!item.contains("SpecialToken") || !item["SpecialToken"].contains("id") || !item["SpecialToken"]["id"].is_string()) {
-        return Status::InvalidArgument(at + ": expected {\"Sequence\": ...} or {\"SpecialToken\": {\"id\": ...}}");
+      if (!item.contains("SpecialToken") || !item["SpecialToken"].contains("id") ||
+          !item["SpecialToken"]["id"].is_string()) {
+        return Status::InvalidArgument(
+            at + ": expected {\"Sequence\": ...} or {\"SpecialToken\": {\"id\": ...}}");
       }
       const std::string name = item["SpecialToken"]["id"].get<std::string>();
       std::vector<int32_t> ids;
       const nlohmann::json specials = j.value("special_tokens", nlohmann::json::object());
-      if (specials.contains(name) && specials[name].contains("ids") && specials[name]["ids"].is_array()) {
+      if (specials.contains(name) && specials[name].contains("ids") &&
+          specials[name]["ids"].is_array()) {
         for (const auto& id : specials[name]["ids"]) {
-          if (!id.is_number_integer()) return TypeError(where + ".special_tokens." + name + ".ids", "integers", id);
+          if (!id.is_number_integer())
+            return TypeError(where + ".special_tokens." + name + ".ids", "integers", id);
           ids.push_back(id.get<int32_t>());
         }
       } else {
@@ -191,11 +209,15 @@ Status Tokenizer::ParseConfig(const nlohmann::json& config, const std::string& w
   ASSIGN_OR_RETURN(eos_token_, ConfigToken(config, "eos_token", where));
   if (!bos_token_.empty()) {
     bos_id_ = TokenToId(bos_token_);
-    if (bos_id_ < 0) return Status::InvalidArgument(JoinPath(where, "bos_token") + ": \"" + bos_token_ + "\" is not in the vocabulary");
+    if (bos_id_ < 0)
+      return Status::InvalidArgument(JoinPath(where, "bos_token") + ": \"" + bos_token_ +
+                                     "\" is not in the vocabulary");
   }
   if (!eos_token_.empty()) {
     eos_id_ = TokenToId(eos_token_);
-    if (eos_id_ < 0) return Status::InvalidArgument(JoinPath(where, "eos_token") + ": \"" + eos_token_ + "\" is not in the vocabulary");
+    if (eos_id_ < 0)
+      return Status::InvalidArgument(JoinPath(where, "eos_token") + ": \"" + eos_token_ +
+                                     "\" is not in the vocabulary");
   }
   ASSIGN_OR_RETURN(clean_up_spaces_, GetBool(config, "clean_up_tokenization_spaces", where, false));
   // LlamaTokenizerFast-style configs say whether to add BOS/EOS; a post-processor that adds
@@ -233,14 +255,18 @@ void Tokenizer::EncodeNormalized(std::string text, bool at_start, std::vector<in
     if (span.token_idx >= 0) {
       ids->push_back(normalized_matcher_.token(span.token_idx).id);
     } else {
-      EncodePieces({Piece{text.substr(span.begin, span.end - span.begin), at_start && span.begin == 0}}, ids);
+      EncodePieces(
+          {Piece{text.substr(span.begin, span.end - span.begin), at_start && span.begin == 0}},
+          ids);
     }
   }
 }
 
-StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text, const EncodeOptions& options) const {
+StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text,
+                                                 const EncodeOptions& options) const {
   const size_t bad = FirstInvalidUtf8(text);
-  if (bad != text.size()) return Status::InvalidArgument("text is not valid UTF-8 at byte " + std::to_string(bad));
+  if (bad != text.size())
+    return Status::InvalidArgument("text is not valid UTF-8 at byte " + std::to_string(bad));
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
   if (options.add_special_tokens) ids = prefix_ids_;
@@ -248,19 +274,22 @@ StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text, const En
     if (span.token_idx >= 0) {
       ids.push_back(raw_matcher_.token(span.token_idx).id);
     } else {
-      EncodeNormalized(std::string(text.substr(span.begin, span.end - span.begin)), span.begin == 0, &ids);
+      EncodeNormalized(std::string(text.substr(span.begin, span.end - span.begin)), span.begin == 0,
+                       &ids);
     }
   }
   if (options.add_special_tokens) ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
   return ids;
 }
 
-Status Tokenizer::DecodeBytes(std::span<const int32_t> ids, const DecodeOptions& options, std::string* bytes) const {
+Status Tokenizer::DecodeBytes(std::span<const int32_t> ids, const DecodeOptions& options,
+                              std::string* bytes) const {
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
     if (id < 0 || id >= vocab_size() || id_to_token_[id].empty()) {
-      return Status::InvalidArgument("token id " + std::to_string(id) + " is not in the vocabulary (size " +
+      return Status::InvalidArgument("token id " + std::to_string(id) +
+                                     " is not in the vocabulary (size " +
                                      std::to_string(vocab_size()) + ")");
     }
     if (options.skip_special_tokens && special_[id]) continue;
@@ -279,7 +308,8 @@ Status Tokenizer::DecodeBytes(std::span<const int32_t> ids, const DecodeOptions&
   return Status::Ok();
 }
 
-StatusOr<std::string> Tokenizer::Decode(std::span<const int32_t> ids, const DecodeOptions& options) const {
+StatusOr<std::string> Tokenizer::Decode(std::span<const int32_t> ids,
+                                        const DecodeOptions& options) const {
   std::string bytes;
   RETURN_IF_ERROR(DecodeBytes(ids, options, &bytes));
   std::string text;
@@ -317,7 +347,8 @@ StatusOr<std::string> IncrementalDecoder::Add(int32_t id) {
 
 std::string IncrementalDecoder::Finish() {
   std::string bytes, out;
-  if (tokenizer_->DecodeBytes(window_, options_, &bytes).ok() && bytes.size() > context_bytes_ + emitted_) {
+  if (tokenizer_->DecodeBytes(window_, options_, &bytes).ok() &&
+      bytes.size() > context_bytes_ + emitted_) {
     AppendUtf8Lossy(std::string_view(bytes).substr(context_bytes_ + emitted_), &out);
   }
   window_.clear();

@@ -14,12 +14,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 #include "text/added_vocab.h"
@@ -45,16 +44,20 @@ class Tokenizer {
   // Reads dir/tokenizer.json and, when present, dir/tokenizer_config.json.
   static StatusOr<std::unique_ptr<Tokenizer>> Load(const std::string& dir);
   // From parsed files; `config` may be null (no tokenizer_config.json). The names prefix errors.
-  static StatusOr<std::unique_ptr<Tokenizer>> FromJson(const nlohmann::json& tokenizer, const nlohmann::json& config,
-                                                       const std::string& tokenizer_name = "tokenizer.json",
-                                                       const std::string& config_name = "tokenizer_config.json");
+  static StatusOr<std::unique_ptr<Tokenizer>> FromJson(
+      const nlohmann::json& tokenizer, const nlohmann::json& config,
+      const std::string& tokenizer_name = "tokenizer.json",
+      const std::string& config_name = "tokenizer_config.json");
 
   // Fails only for text that is not valid UTF-8 (naming the byte offset).
-  StatusOr<std::vector<int32_t>> Encode(std::string_view text, const EncodeOptions& options = {}) const;
+  StatusOr<std::vector<int32_t>> Encode(std::string_view text,
+                                        const EncodeOptions& options = {}) const;
   // Fails for ids outside [0, vocab_size()) that the vocabulary does not define.
-  StatusOr<std::string> Decode(std::span<const int32_t> ids, const DecodeOptions& options = {}) const;
+  StatusOr<std::string> Decode(std::span<const int32_t> ids,
+                               const DecodeOptions& options = {}) const;
   // The decoder chain's bytes before UTF-8 conversion (may end inside a character).
-  Status DecodeBytes(std::span<const int32_t> ids, const DecodeOptions& options, std::string* bytes) const;
+  Status DecodeBytes(std::span<const int32_t> ids, const DecodeOptions& options,
+                     std::string* bytes) const;
 
   // Ids are < vocab_size(): the model vocabulary and the added tokens together.
   int32_t vocab_size() const { return static_cast<int32_t>(id_to_token_.size()); }

@@ -12,9 +12,10 @@ namespace {
 class TokenizerErrorsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("epserve_tok_errors_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ =
+        std::filesystem::temp_directory_path() /
+        ("epserve_tok_errors_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+         "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -25,7 +26,8 @@ class TokenizerErrorsTest : public ::testing::Test {
     if (!config.empty()) std::ofstream(dir_ / "tokenizer_config.json") << config;
     auto t = Tokenizer::Load(dir_.string());
     if (t.ok()) return "";
-    EXPECT_EQ(t.status().message().find('\n'), std::string::npos) << "not one line: " << t.status().message();
+    EXPECT_EQ(t.status().message().find('\n'), std::string::npos)
+        << "not one line: " << t.status().message();
     return t.status().message();
   }
   std::string Path(const char* name) const { return (dir_ / name).string(); }
@@ -33,13 +35,18 @@ class TokenizerErrorsTest : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-const char* kGood = R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}})";
+const char* kGood =
+    R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}})";
 
-TEST_F(TokenizerErrorsTest, GoodFileLoads) { EXPECT_EQ(LoadError(kGood, R"({"bos_token": "a"})"), ""); }
+TEST_F(TokenizerErrorsTest, GoodFileLoads) {
+  EXPECT_EQ(LoadError(kGood, R"({"bos_token": "a"})"), "");
+}
 
 TEST_F(TokenizerErrorsTest, TruncatedJsonNamesLineAndColumn) {
-  const std::string msg = LoadError("{\n  \"model\": {\"type\": \"BPE\",\n    \"vocab\": {\"a\": 0");
-  EXPECT_EQ(msg.rfind(Path("tokenizer.json") + ": invalid JSON at line 3, column 21 (byte ", 0), 0u) << msg;
+  const std::string msg =
+      LoadError("{\n  \"model\": {\"type\": \"BPE\",\n    \"vocab\": {\"a\": 0");
+  EXPECT_EQ(msg.rfind(Path("tokenizer.json") + ": invalid JSON at line 3, column 21 (byte ", 0), 0u)
+      << msg;
 }
 
 TEST_F(TokenizerErrorsTest, MissingFile) {
@@ -49,14 +56,18 @@ TEST_F(TokenizerErrorsTest, MissingFile) {
 }
 
 TEST_F(TokenizerErrorsTest, WrongTypes) {
-  EXPECT_EQ(LoadError(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [1]}})"),
-            Path("tokenizer.json") + ": model.merges[0]: expected a string \"a b\" or a pair [\"a\", \"b\"], got number");
+  EXPECT_EQ(
+      LoadError(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [1]}})"),
+      Path("tokenizer.json") +
+          ": model.merges[0]: expected a string \"a b\" or a pair [\"a\", \"b\"], got number");
   EXPECT_EQ(LoadError(R"({"model": {"type": "BPE", "vocab": {"a": "zero"}}})"),
-            Path("tokenizer.json") + ": model.vocab[\"a\"]: expected a non-negative integer id, got string");
+            Path("tokenizer.json") +
+                ": model.vocab[\"a\"]: expected a non-negative integer id, got string");
   EXPECT_EQ(LoadError(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "fuse_unk": "yes"}})"),
             Path("tokenizer.json") + ": model.fuse_unk: expected a boolean, got string");
   EXPECT_EQ(LoadError(kGood, R"({"bos_token": 5})"),
-            Path("tokenizer_config.json") + ": bos_token: expected a string or {\"content\": ...}, got number");
+            Path("tokenizer_config.json") +
+                ": bos_token: expected a string or {\"content\": ...}, got number");
   EXPECT_EQ(LoadError(kGood, R"({"add_bos_token": "true"})"),
             Path("tokenizer_config.json") + ": add_bos_token: expected a boolean, got string");
   EXPECT_EQ(LoadError(kGood, R"({"eos_token": "</s>"})"),
@@ -69,30 +80,44 @@ TEST_F(TokenizerErrorsTest, UnsupportedComponents) {
             Path("tokenizer.json") + ": pre_tokenizer.pretokenizers[2]: unsupported type \"Foo\"");
   EXPECT_EQ(LoadError(R"({"model": {"type": "Unigram", "vocab": []}})"),
             Path("tokenizer.json") + ": model: unsupported type \"Unigram\"");
-  EXPECT_EQ(LoadError(R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "normalizer": {"type": "BertNormalizer"}})"),
-            Path("tokenizer.json") + ": normalizer: unsupported type \"BertNormalizer\"");
-  EXPECT_EQ(LoadError(R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "decoder": {"type": "CTC"}})"),
-            Path("tokenizer.json") + ": decoder: unsupported type \"CTC\"");
+  EXPECT_EQ(
+      LoadError(
+          R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "normalizer": {"type": "BertNormalizer"}})"),
+      Path("tokenizer.json") + ": normalizer: unsupported type \"BertNormalizer\"");
+  EXPECT_EQ(
+      LoadError(R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "decoder": {"type": "CTC"}})"),
+      Path("tokenizer.json") + ": decoder: unsupported type \"CTC\"");
   EXPECT_EQ(LoadError(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "dropout": 0.1}})"),
-            Path("tokenizer.json") + ": model.dropout: BPE dropout is not supported (it makes encoding random)");
-  EXPECT_EQ(LoadError(R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "truncation": {"max_length": 5}})"),
-            Path("tokenizer.json") + ": truncation: not supported (it changes what Encode returns); set it to null");
+            Path("tokenizer.json") +
+                ": model.dropout: BPE dropout is not supported (it makes encoding random)");
+  EXPECT_EQ(
+      LoadError(
+          R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "truncation": {"max_length": 5}})"),
+      Path("tokenizer.json") +
+          ": truncation: not supported (it changes what Encode returns); set it to null");
 }
 
 TEST_F(TokenizerErrorsTest, MergesReferencingUnknownTokens) {
-  EXPECT_EQ(LoadError(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b", "a z"]}})"),
-            Path("tokenizer.json") + ": model.merges[1]: token \"z\" is not in the vocab");
-  EXPECT_EQ(LoadError(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": [["a", "b"]]}})"),
-            Path("tokenizer.json") + ": model.merges[0]: merged token \"ab\" is not in the vocab");
-  EXPECT_EQ(LoadError(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a b c"]}})"),
-            Path("tokenizer.json") +
-                ": model.merges[0]: expected \"a b\" (two tokens separated by one space), got \"a b c\"");
+  EXPECT_EQ(
+      LoadError(
+          R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b", "a z"]}})"),
+      Path("tokenizer.json") + ": model.merges[1]: token \"z\" is not in the vocab");
+  EXPECT_EQ(
+      LoadError(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": [["a", "b"]]}})"),
+      Path("tokenizer.json") + ": model.merges[0]: merged token \"ab\" is not in the vocab");
+  EXPECT_EQ(
+      LoadError(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a b c"]}})"),
+      Path("tokenizer.json") +
+          ": model.merges[0]: expected \"a b\" (two tokens separated by one space), got \"a b c\"");
 }
 
 TEST_F(TokenizerErrorsTest, BadRegexNamesThePattern) {
   const std::string msg = LoadError(R"({"model": {"type": "BPE", "vocab": {"a": 0}},
       "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(ab"}, "behavior": "Isolated"}})");
-  EXPECT_EQ(msg.rfind(Path("tokenizer.json") + ": pre_tokenizer.pattern: invalid regex at offset 3: ", 0), 0u) << msg;
+  EXPECT_EQ(
+      msg.rfind(Path("tokenizer.json") + ": pre_tokenizer.pattern: invalid regex at offset 3: ", 0),
+      0u)
+      << msg;
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ Ids Encode(const Tokenizer& t, std::string_view text, bool special = false) {
 
 TEST(TokenizerTest, BpeMergesByRank) {
   auto t = Make(SmallTokenizer());
-  EXPECT_EQ(Encode(*t, "abc"), (Ids{4}));      // a b -> ab (rank 0), ab c -> abc (rank 1)
+  EXPECT_EQ(Encode(*t, "abc"), (Ids{4}));  // a b -> ab (rank 0), ab c -> abc (rank 1)
   EXPECT_EQ(Encode(*t, "abcab"), (Ids{4, 3}));
   EXPECT_EQ(Encode(*t, "bc"), (Ids{5}));
   EXPECT_EQ(Encode(*t, "cba"), (Ids{2, 1, 0}));
@@ -76,7 +76,9 @@ TEST(TokenizerTest, DecodeSkipsSpecialTokensOnRequest) {
 
 TEST(TokenizerTest, BosFromConfigAndPostProcessor) {
   nlohmann::json j = SmallTokenizer();
-  auto t = Make(j, nlohmann::json::parse(R"({"bos_token": {"content": "<sp>"}, "eos_token": "[X]", "add_bos_token": true})"));
+  auto t = Make(
+      j, nlohmann::json::parse(
+             R"({"bos_token": {"content": "<sp>"}, "eos_token": "[X]", "add_bos_token": true})"));
   EXPECT_EQ(t->bos_id(), 10);
   EXPECT_EQ(t->eos_id(), 11);
   EXPECT_TRUE(t->AddsBos());
@@ -124,13 +126,22 @@ TEST(TokenizerTest, Normalizers) {
   EXPECT_EQ(Normalize(R"({"type": "NFD"})", "\xC3\xA9"), "e\xCC\x81");
   EXPECT_EQ(Normalize(R"({"type": "NFKC"})", "\xEF\xAC\x81"), "fi");  // the ligature ﬁ
   EXPECT_EQ(Normalize(R"({"type": "NFKD"})", "\xE2\x91\xA0"), "1");   // ①
-  EXPECT_EQ(Normalize(R"({"type": "Lowercase"})", "\xC3\x80" "BC"), "\xC3\xA0" "bc");
-  EXPECT_EQ(Normalize(R"({"type": "Replace", "pattern": {"String": " "}, "content": "▁"})", "a b"), "a▁b");
-  EXPECT_EQ(Normalize(R"({"type": "Replace", "pattern": {"Regex": "\\d+"}, "content": "#"})", "a12b3"), "a#b#");
+  EXPECT_EQ(Normalize(R"({"type": "Lowercase"})",
+                      "\xC3\x80"
+                      "BC"),
+            "\xC3\xA0"
+            "bc");
+  EXPECT_EQ(Normalize(R"({"type": "Replace", "pattern": {"String": " "}, "content": "▁"})", "a b"),
+            "a▁b");
+  EXPECT_EQ(
+      Normalize(R"({"type": "Replace", "pattern": {"Regex": "\\d+"}, "content": "#"})", "a12b3"),
+      "a#b#");
   EXPECT_EQ(Normalize(R"({"type": "Prepend", "prepend": "▁"})", "x"), "▁x");
   EXPECT_EQ(Normalize(R"({"type": "Prepend", "prepend": "▁"})", ""), "");
-  EXPECT_EQ(Normalize(R"({"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "Lowercase"}]})", "\xC3\x89"),
-            "e\xCC\x81");
+  EXPECT_EQ(
+      Normalize(R"({"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "Lowercase"}]})",
+                "\xC3\x89"),
+      "e\xCC\x81");
 }
 
 TEST(TokenizerTest, MetaspaceRoundTrip) {

@@ -134,7 +134,8 @@ const ByteLevelAlphabet& GetByteLevelAlphabet() {
     a->char_to_byte.fill(-1);
     int next = 256;
     for (int b = 0; b < 256; ++b) {
-      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      const bool printable =
+          (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
       const char32_t cp = printable ? b : next++;
       AppendUtf8(cp, &a->byte_to_char[b]);
       a->char_to_byte[cp] = static_cast<int16_t>(b);

@@ -22,7 +22,10 @@ TEST(Utf8Test, ValidationRejectsOverlongsSurrogatesAndTruncation) {
 
 TEST(Utf8Test, LossyReplacesEachMaximalSubpart) {
   // WHATWG / Unicode "maximal subpart" practice: one U+FFFD per ill-formed prefix.
-  EXPECT_EQ(Lossy("a\xE4\xB8" "b"), "a\xEF\xBF\xBD" "b");  // a truncated 3-byte sequence: one U+FFFD
+  EXPECT_EQ(Lossy("a\xE4\xB8"
+                  "b"),
+            "a\xEF\xBF\xBD"
+            "b");  // a truncated 3-byte sequence: one U+FFFD
   EXPECT_EQ(Lossy("\x80\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // two stray continuation bytes
   EXPECT_EQ(Lossy("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate: 3
   EXPECT_EQ(Lossy("\xF0\x9F\x98\x80"), "\xF0\x9F\x98\x80");
