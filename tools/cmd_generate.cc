@@ -123,7 +123,7 @@ Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results,
 void PrintPool(const EngineOptions& e, const ModelConfig& c, int64_t longest) {
   const int64_t tokens = e.num_blocks * e.block_size;
   const double mib = static_cast<double>(tokens) * c.num_hidden_layers * c.kv_a_dim() * KvDTypeBytes(e.kv_dtype) / (1 << 20);
-  std::printf("KV cache: %lld blocks x %lld positions = %lld tokens (%.1f MiB, %s); %lld requests of %lld tokens at once\n",
+  std::printf("KV cache: %lld blocks x %lld positions = %lld tokens (%.1f MiB, %s); fits %lld request(s) of the longest, %lld tokens, at once\n",
               static_cast<long long>(e.num_blocks), static_cast<long long>(e.block_size), static_cast<long long>(tokens),
               mib, KvDTypeName(e.kv_dtype),
               static_cast<long long>(e.num_blocks / ((longest + e.block_size - 1) / e.block_size)),
@@ -254,13 +254,14 @@ Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results,
   }
   if (!f.tokens_out.empty()) {
     std::vector<std::vector<int32_t>> tokens;
-    nlohmann::json finish = nlohmann::json::array();
+    nlohmann::json finish = nlohmann::json::array(), cached = nlohmann::json::array();
     for (const auto& r : results) {
       tokens.push_back(r.tokens);
       finish.push_back(FinishReasonName(r.finish));
+      cached.push_back(r.cached_prompt_tokens);
     }
     std::ofstream out(f.tokens_out);
-    out << nlohmann::json({{"tokens", tokens}, {"finish", finish}}).dump() << "\n";
+    out << nlohmann::json({{"tokens", tokens}, {"finish", finish}, {"cached_prompt_tokens", cached}}).dump() << "\n";
     if (!out) return Status::IoError(f.tokens_out + ": write failed");
   }
   if (any_error) return Status::InvalidArgument("some requests failed (see above)");
@@ -299,7 +300,7 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
                   "write float32 logits [sequences, steps, vocab] (.npy); step 0 = last prompt position; rows after a "
                   "sequence stopped are zero");
   cmd->add_option("--tokens-out", f->tokens_out,
-                  "write {\"tokens\": [[...], ...], \"finish\": [...]} as JSON, in the order of the prompts / arrivals file");
+                  "write {\"tokens\": [[...], ...], \"finish\": [...], \"cached_prompt_tokens\": [...]} as JSON, in the order of the prompts / arrivals file");
   cmd->add_option("--temperature", f->temperature, "0 = greedy")->capture_default_str();
   cmd->add_option("--top-p", f->top_p, "nucleus sampling mass")->capture_default_str();
   cmd->add_option("--top-k", f->top_k, "sample among the k most likely tokens (0: all)")->capture_default_str();

@@ -25,7 +25,8 @@ struct Case {
 // without vector tails; the sequences' blocks are scattered over a shared pool in shuffled
 // order, in float32 and bfloat16, with blocks smaller than, equal to and larger than a tile.
 TEST(MlaAttentionTest, MatchesReferenceForMixedSequencesInPagedBlocks) {
-  for (Case c : {Case{3, 40, 8, 16}, Case{16, 512, 64, 64}, Case{9, 64, 16, 8}, Case{4, 128, 16, 48}}) {
+  for (Case c :
+       {Case{3, 40, 8, 16}, Case{16, 512, 64, 64}, Case{9, 64, 16, 8}, Case{4, 128, 16, 48}}) {
     for (CacheType type : {CacheType::kF32, CacheType::kBF16}) {
       const int H = c.heads, L = c.L, R = c.R;
       const int64_t row = L + R, bs = c.block_size;
@@ -45,29 +46,32 @@ TEST(MlaAttentionTest, MatchesReferenceForMixedSequencesInPagedBlocks) {
       std::vector<uint16_t> bf16(values.size());
       for (size_t i = 0; i < values.size(); ++i) bf16[i] = F32ToBf16(values[i]);
       // Tokens: seq a at pos 9; seq b at 30..32 (prefill) and 39; seq c at pos 0.
-      std::vector<const int32_t*> token_blocks = {tables[0].data(), tables[1].data(), tables[1].data(),
-                                                  tables[1].data(), tables[1].data(), tables[2].data()};
+      std::vector<const int32_t*> token_blocks = {tables[0].data(), tables[1].data(),
+                                                  tables[1].data(), tables[1].data(),
+                                                  tables[1].data(), tables[2].data()};
       std::vector<int64_t> pos = {9, 30, 31, 32, 39, 0};
       const int64_t T = static_cast<int64_t>(pos.size());
-      std::vector<float> qa = RandomVector(T * H * L, 4), qp = RandomVector(T * H * R, 5), ref(T * H * L);
+      std::vector<float> qa = RandomVector(T * H * L, 4), qp = RandomVector(T * H * R, 5),
+                         ref(T * H * L);
       for (auto& v : qa) v *= 0.2f;
       std::vector<float> scratch(3 * MlaScratchFloats(row));
-      MlaAttentionArgs args{.num_tokens = T,
-                            .num_heads = H,
-                            .kv_lora_rank = L,
-                            .rope_dim = R,
-                            .q_abs = qa.data(),
-                            .q_pe = qp.data(),
-                            .cache = {.base = type == CacheType::kF32 ? static_cast<const void*>(values.data())
-                                                                      : static_cast<const void*>(bf16.data()),
-                                      .block_stride = bs * row,
-                                      .block_size = bs,
-                                      .type = type},
-                            .token_blocks = token_blocks.data(),
-                            .token_pos = pos.data(),
-                            .softmax_scale = 0.2f,
-                            .out = ref.data(),
-                            .scratch = scratch.data()};
+      MlaAttentionArgs args{
+          .num_tokens = T,
+          .num_heads = H,
+          .kv_lora_rank = L,
+          .rope_dim = R,
+          .q_abs = qa.data(),
+          .q_pe = qp.data(),
+          .cache = {.base = type == CacheType::kF32 ? static_cast<const void*>(values.data())
+                                                    : static_cast<const void*>(bf16.data()),
+                    .block_stride = bs * row,
+                    .block_size = bs,
+                    .type = type},
+          .token_blocks = token_blocks.data(),
+          .token_pos = pos.data(),
+          .softmax_scale = 0.2f,
+          .out = ref.data(),
+          .scratch = scratch.data()};
       MlaAttentionReference(args);
       ForEachTarget([&] {
         std::vector<float> first;
@@ -76,7 +80,8 @@ TEST(MlaAttentionTest, MatchesReferenceForMixedSequencesInPagedBlocks) {
           std::vector<float> out(T * H * L);
           args.out = out.data();
           MlaAttention(args, pool);
-          for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], ref[i], 1e-5) << H << " heads @" << i;
+          for (size_t i = 0; i < out.size(); ++i)
+            ASSERT_NEAR(out[i], ref[i], 1e-5) << H << " heads @" << i;
           if (first.empty()) first = out;
           ASSERT_EQ(out, first) << threads << " threads";
         }

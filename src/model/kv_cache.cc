@@ -16,8 +16,9 @@ StatusOr<KvDType> ParseKvDType(const std::string& name) {
 
 kernels::MlaCacheView KvBlocks::LayerView(int layer) const {
   const int64_t offset = int64_t{layer} * block_size * row_width;
-  const void* base = dtype == KvDType::kF32 ? static_cast<const void*>(static_cast<const float*>(data) + offset)
-                                            : static_cast<const void*>(static_cast<const uint16_t*>(data) + offset);
+  const void* base = dtype == KvDType::kF32
+                         ? static_cast<const void*>(static_cast<const float*>(data) + offset)
+                         : static_cast<const void*>(static_cast<const uint16_t*>(data) + offset);
   return {.base = base,
           .block_stride = ElementsPerBlock(),
           .block_size = block_size,
@@ -34,15 +35,23 @@ void KvBlocks::WriteRow(int32_t block, int layer, int64_t offset_in_block, const
   }
 }
 
-KvBlockStorage::KvBlockStorage(int num_layers, int row_width, int64_t block_size, int64_t num_blocks, KvDType dtype)
-    : view_{.num_layers = num_layers, .row_width = row_width, .block_size = block_size, .num_blocks = num_blocks,
+KvBlockStorage::KvBlockStorage(int num_layers, int row_width, int64_t block_size,
+                               int64_t num_blocks, KvDType dtype)
+    : view_{.num_layers = num_layers,
+            .row_width = row_width,
+            .block_size = block_size,
+            .num_blocks = num_blocks,
             .dtype = dtype} {
-  bytes_.assign(static_cast<size_t>(view_.ElementsPerBlock() * num_blocks * KvDTypeBytes(dtype)), 0);
+  bytes_.assign(static_cast<size_t>(view_.ElementsPerBlock() * num_blocks * KvDTypeBytes(dtype)),
+                0);
   view_.data = bytes_.data();
 }
 
-LatentKvCache::LatentKvCache(int num_layers, int row_width, int num_slots, int64_t max_positions, KvDType dtype)
-    : storage_(num_layers, row_width, max_positions, num_slots, dtype), tables_(num_slots), lengths_(num_slots, 0) {
+LatentKvCache::LatentKvCache(int num_layers, int row_width, int num_slots, int64_t max_positions,
+                             KvDType dtype)
+    : storage_(num_layers, row_width, max_positions, num_slots, dtype),
+      tables_(num_slots),
+      lengths_(num_slots, 0) {
   for (int s = 0; s < num_slots; ++s) tables_[s] = s;
 }
 

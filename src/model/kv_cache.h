@@ -18,8 +18,8 @@
 namespace epserve {
 
 enum class KvDType { kF32, kBF16 };
-const char* KvDTypeName(KvDType dtype);                        // "f32" | "bf16"
-StatusOr<KvDType> ParseKvDType(const std::string& name);       // error names the value
+const char* KvDTypeName(KvDType dtype);                   // "f32" | "bf16"
+StatusOr<KvDType> ParseKvDType(const std::string& name);  // error names the value
 inline int KvDTypeBytes(KvDType dtype) { return dtype == KvDType::kF32 ? 4 : 2; }
 
 // A view of block storage, laid out [block][layer][row in block][row_width]: one layer's rows
@@ -46,7 +46,8 @@ struct KvBlocks {
 // Storage for KvBlocks (zero-initialised, 64-byte aligned).
 class KvBlockStorage {
  public:
-  KvBlockStorage(int num_layers, int row_width, int64_t block_size, int64_t num_blocks, KvDType dtype);
+  KvBlockStorage(int num_layers, int row_width, int64_t block_size, int64_t num_blocks,
+                 KvDType dtype);
   const KvBlocks& view() const { return view_; }
 
  private:

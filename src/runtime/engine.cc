@@ -117,26 +117,34 @@ StatusOr<StepPlan> StepPlan::Deserialize(const std::string& bytes) {
   return plan;
 }
 
-Status ExecutePlan(Model& model, const StepPlan& plan, const KvBlocks& kv, std::vector<float>* logits) {
+Status ExecutePlan(Model& model, const StepPlan& plan, const KvBlocks& kv,
+                   std::vector<float>* logits) {
   ForwardBatch batch;
   batch.chunks.reserve(plan.chunks.size());
   for (const auto& c : plan.chunks)
-    batch.chunks.push_back({.tokens = c.tokens, .sequence_id = c.sequence_id, .start = c.start, .blocks = c.blocks,
+    batch.chunks.push_back({.tokens = c.tokens,
+                            .sequence_id = c.sequence_id,
+                            .start = c.start,
+                            .blocks = c.blocks,
                             .want_logits = c.want_logits});
   logits->resize(std::max<int64_t>(1, plan.num_logits()) * model.config().vocab_size);
   return model.Forward(batch, kv, logits->data());
 }
 
 int64_t KvMemoryBlocks(const ModelConfig& c, KvDType dtype, int64_t block_size, int64_t bytes) {
-  const int64_t per_block = block_size * int64_t{c.num_hidden_layers} * c.kv_a_dim() * KvDTypeBytes(dtype);
+  const int64_t per_block =
+      block_size * int64_t{c.num_hidden_layers} * c.kv_a_dim() * KvDTypeBytes(dtype);
   return bytes / per_block;
 }
 
 Engine::Engine(Model& model, const EngineOptions& o)
     : model_(model),
       options_(o),
-      pool_({.num_layers = model.config().num_hidden_layers, .row_width = model.config().kv_a_dim(),
-             .block_size = o.block_size, .num_blocks = o.num_blocks, .dtype = o.kv_dtype}) {
+      pool_({.num_layers = model.config().num_hidden_layers,
+             .row_width = model.config().kv_a_dim(),
+             .block_size = o.block_size,
+             .num_blocks = o.num_blocks,
+             .dtype = o.kv_dtype}) {
   CHECK(o.num_blocks > 0 && o.block_size > 0 && o.max_batch_tokens > 0 && o.max_running > 0);
 }
 
@@ -147,36 +155,45 @@ StatusOr<RequestId> Engine::Submit(EngineRequest r) {
   if (r.prompt.empty()) return Status::InvalidArgument("the prompt is empty");
   for (size_t i = 0; i < r.prompt.size(); ++i)
     if (r.prompt[i] < 0 || r.prompt[i] >= c.vocab_size)
-      return Status::InvalidArgument("prompt token " + std::to_string(i) + " is " + std::to_string(r.prompt[i]) +
-                                     ", outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
-  if (r.max_tokens < 1) return Status::InvalidArgument("max_tokens must be >= 1, got " + std::to_string(r.max_tokens));
+      return Status::InvalidArgument("prompt token " + std::to_string(i) + " is " +
+                                     std::to_string(r.prompt[i]) + ", outside the vocabulary [0, " +
+                                     std::to_string(c.vocab_size) + ")");
+  if (r.max_tokens < 1)
+    return Status::InvalidArgument("max_tokens must be >= 1, got " + std::to_string(r.max_tokens));
   const int64_t prompt = static_cast<int64_t>(r.prompt.size());
   if (prompt + r.max_tokens > c.max_position_embeddings)
     return Status::InvalidArgument("prompt (" + std::to_string(prompt) + " tokens) + max_tokens (" +
-                                   std::to_string(r.max_tokens) + ") exceeds the model's context of " +
+                                   std::to_string(r.max_tokens) +
+                                   ") exceeds the model's context of " +
                                    std::to_string(c.max_position_embeddings));
   // The last sampled token is never fed back, so prompt + max_tokens - 1 positions at most.
   const int64_t positions = prompt + r.max_tokens - 1;
   const int64_t need = (positions + options_.block_size - 1) / options_.block_size;
   if (need > pool_.num_blocks())
-    return Status::InvalidArgument("request needs " + std::to_string(positions) + " cache positions (" +
-                                   std::to_string(need) + " blocks of " + std::to_string(options_.block_size) +
-                                   "); the whole KV pool holds " + std::to_string(pool_.num_blocks()) + " blocks (" +
-                                   std::to_string(pool_.num_blocks() * options_.block_size) +
-                                   " positions): raise --kv-memory or lower max_tokens");
+    return Status::InvalidArgument(
+        "request needs " + std::to_string(positions) + " cache positions (" + std::to_string(need) +
+        " blocks of " + std::to_string(options_.block_size) + "); the whole KV pool holds " +
+        std::to_string(pool_.num_blocks()) + " blocks (" +
+        std::to_string(pool_.num_blocks() * options_.block_size) +
+        " positions): raise --kv-memory or lower max_tokens");
   for (int32_t t : r.stop_ids)
     if (t < 0 || t >= c.vocab_size)
-      return Status::InvalidArgument("stop token " + std::to_string(t) + " is outside the vocabulary");
+      return Status::InvalidArgument("stop token " + std::to_string(t) +
+                                     " is outside the vocabulary");
   for (int32_t t : r.stop_ids)
     if (t < 0) return Status::InvalidArgument("bad stop token");
-  if (r.logprobs > 20) return Status::InvalidArgument("logprobs must be at most 20, got " + std::to_string(r.logprobs));
+  if (r.logprobs > 20)
+    return Status::InvalidArgument("logprobs must be at most 20, got " +
+                                   std::to_string(r.logprobs));
   const RequestId id = next_id_++;
   auto s = std::make_unique<Sequence>(r.sampling);
   s->id = id;
   s->sequence_id = r.sequence_id.value_or(static_cast<uint32_t>(id));
   s->tokens = r.prompt;
   s->prompt_len = prompt;
-  s->stop_ids = !r.stop_ids.empty() ? r.stop_ids : (r.use_default_stop ? options_.default_stop_ids : std::vector<int32_t>{});
+  s->stop_ids = !r.stop_ids.empty()
+                    ? r.stop_ids
+                    : (r.use_default_stop ? options_.default_stop_ids : std::vector<int32_t>{});
   s->request = std::move(r);
   s->request.prompt.clear();  // kept in tokens
   stats_.prompt_tokens += prompt;
@@ -190,7 +207,8 @@ void Engine::Cancel(RequestId id) {
 }
 
 bool Engine::EnsureBlocks(Sequence& s, int64_t positions) {
-  const int64_t need = (positions + options_.block_size - 1) / options_.block_size - static_cast<int64_t>(s.blocks.size());
+  const int64_t need = (positions + options_.block_size - 1) / options_.block_size -
+                       static_cast<int64_t>(s.blocks.size());
   if (need <= 0) return true;
   if (need > pool_.num_available()) return false;
   for (int64_t i = 0; i < need; ++i) {
@@ -218,11 +236,13 @@ void Engine::Preempt(Sequence& s) {
   ++stats_.preemptions;
 }
 
-void Engine::Finish(Sequence& s, FinishReason reason, std::string error, std::vector<TokenEvent>* events) {
+void Engine::Finish(Sequence& s, FinishReason reason, std::string error,
+                    std::vector<TokenEvent>* events) {
   ReleaseBlocks(s);
   if (s.running) running_.erase(std::find(running_.begin(), running_.end(), s.id));
   const RequestId id = s.id;
-  if (!events->empty() && events->back().request == id && events->back().finish == FinishReason::kNone) {
+  if (!events->empty() && events->back().request == id &&
+      events->back().finish == FinishReason::kNone) {
     events->back().finish = reason;
     events->back().error = std::move(error);
   } else {
@@ -236,7 +256,8 @@ void Engine::CommitFullBlocks(Sequence& s) {
   while (static_cast<int64_t>(s.keys.size() + 1) * bs <= s.num_computed) {
     const size_t b = s.keys.size();
     const uint64_t parent = b == 0 ? 0 : s.keys[b - 1];
-    s.keys.push_back(pool_.Commit(s.blocks[b], parent, std::span<const int32_t>(s.tokens).subspan(b * bs, bs)));
+    s.keys.push_back(
+        pool_.Commit(s.blocks[b], parent, std::span<const int32_t>(s.tokens).subspan(b * bs, bs)));
   }
 }
 
@@ -309,7 +330,8 @@ StepPlan Engine::Schedule() {
   }
   // Waiting requests, first come first served, while the budget, the running limit and the
   // pool allow; not in a step that had to preempt (that would only thrash).
-  while (!preempted && budget > 0 && !waiting_.empty() && static_cast<int>(running_.size()) < options_.max_running) {
+  while (!preempted && budget > 0 && !waiting_.empty() &&
+         static_cast<int>(running_.size()) < options_.max_running) {
     Sequence& s = *sequences_[waiting_.front()];
     PlannedChunk chunk;
     if (!TryAdmit(s, budget, &chunk)) break;
@@ -334,7 +356,8 @@ std::vector<TokenEvent> Engine::Complete(const StepPlan& plan, const std::vector
   int64_t row = 0;
   for (const PlannedChunk& c : plan.chunks) {
     auto it = sequences_.find(c.request);
-    CHECK(it != sequences_.end()) << "plan names request " << c.request << " the engine does not hold";
+    CHECK(it != sequences_.end()) << "plan names request " << c.request
+                                  << " the engine does not hold";
     Sequence& s = *it->second;
     s.scheduled = false;
     s.num_computed = c.start + static_cast<int64_t>(c.tokens.size());
@@ -349,8 +372,10 @@ std::vector<TokenEvent> Engine::Complete(const StepPlan& plan, const std::vector
       mx = std::max(mx, l[v]);
     }
     if (!finite) {
-      Finish(s, FinishReason::kError, "the model produced non-finite logits at position " + std::to_string(s.num_computed - 1),
-             &events);
+      Finish(
+          s, FinishReason::kError,
+          "the model produced non-finite logits at position " + std::to_string(s.num_computed - 1),
+          &events);
       continue;
     }
     TokenEvent ev{.request = s.id};
@@ -375,8 +400,10 @@ std::vector<TokenEvent> Engine::Complete(const StepPlan& plan, const std::vector
     ++s.generated;
     ++stats_.generated_tokens;
     FinishReason reason = FinishReason::kNone;
-    if (std::find(s.stop_ids.begin(), s.stop_ids.end(), ev.token) != s.stop_ids.end()) reason = FinishReason::kStop;
-    else if (s.generated >= s.request.max_tokens) reason = FinishReason::kLength;
+    if (std::find(s.stop_ids.begin(), s.stop_ids.end(), ev.token) != s.stop_ids.end())
+      reason = FinishReason::kStop;
+    else if (s.generated >= s.request.max_tokens)
+      reason = FinishReason::kLength;
     events.push_back(std::move(ev));
     if (reason != FinishReason::kNone) Finish(s, reason, "", &events);
   }

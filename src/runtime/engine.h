@@ -73,10 +73,10 @@ struct EngineOptions {
 struct PlannedChunk {
   RequestId request = 0;
   uint32_t sequence_id = 0;
-  int64_t start = 0;              // first position computed
-  std::vector<int32_t> tokens;    // tokens at [start, start + size)
-  std::vector<int32_t> blocks;    // block table covering [0, start + size)
-  bool want_logits = false;       // the chunk reaches the end of the known tokens: sample after it
+  int64_t start = 0;            // first position computed
+  std::vector<int32_t> tokens;  // tokens at [start, start + size)
+  std::vector<int32_t> blocks;  // block table covering [0, start + size)
+  bool want_logits = false;     // the chunk reaches the end of the known tokens: sample after it
 };
 
 struct StepPlan {
@@ -88,10 +88,12 @@ struct StepPlan {
 };
 
 // Runs a plan through the model over `kv`; logits receives num_logits() rows.
-Status ExecutePlan(Model& model, const StepPlan& plan, const KvBlocks& kv, std::vector<float>* logits);
+Status ExecutePlan(Model& model, const StepPlan& plan, const KvBlocks& kv,
+                   std::vector<float>* logits);
 
 struct EngineStats {
-  int64_t steps = 0, prompt_tokens = 0, cached_prompt_tokens = 0, computed_tokens = 0, generated_tokens = 0;
+  int64_t steps = 0, prompt_tokens = 0, cached_prompt_tokens = 0, computed_tokens = 0,
+          generated_tokens = 0;
   int64_t preemptions = 0;
   int64_t peak_blocks_referenced = 0;
 };
@@ -108,7 +110,9 @@ class Engine {
   StatusOr<RequestId> Submit(EngineRequest request);
   // Ends a request at the next step with FinishReason::kCancelled; unknown ids are ignored.
   void Cancel(RequestId id);
-  bool HasWork() const { return !waiting_.empty() || !running_.empty() || !pending_cancel_.empty(); }
+  bool HasWork() const {
+    return !waiting_.empty() || !running_.empty() || !pending_cancel_.empty();
+  }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int num_running() const { return static_cast<int>(running_.size()); }
 
@@ -143,7 +147,8 @@ class Engine {
   std::deque<RequestId> waiting_;   // FIFO; preempted requests go back to the front
   std::vector<RequestId> running_;  // in admission order
   std::vector<RequestId> pending_cancel_;
-  std::vector<TokenEvent> early_events_;  // cancellations of waiting requests, emitted next Complete
+  std::vector<TokenEvent>
+      early_events_;  // cancellations of waiting requests, emitted next Complete
   EngineStats stats_;
 };
 

@@ -18,8 +18,9 @@ StatusOr<GenerateResult> RunRequests(Engine& engine, const std::vector<GenerateR
   // Submission order: by arrival step, then as given.
   std::vector<size_t> order(requests.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return requests[a].arrival_step < requests[b].arrival_step; });
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return requests[a].arrival_step < requests[b].arrival_step;
+  });
   size_t next = 0;
   std::map<RequestId, size_t> index_of;  // engine id -> request
   std::multimap<int, size_t> cancels;    // step -> request
@@ -39,8 +40,11 @@ StatusOr<GenerateResult> RunRequests(Engine& engine, const std::vector<GenerateR
         RequestResult& r = res.requests[i];
         r.arrival_step = step;
         r.arrival_seconds = NowSeconds() - t_begin;
-        auto id = engine.Submit({.prompt = g.prompt, .sampling = g.sampling, .max_tokens = g.max_tokens,
-                                 .stop_ids = g.stop_ids, .use_default_stop = !g.ignore_eos,
+        auto id = engine.Submit({.prompt = g.prompt,
+                                 .sampling = g.sampling,
+                                 .max_tokens = g.max_tokens,
+                                 .stop_ids = g.stop_ids,
+                                 .use_default_stop = !g.ignore_eos,
                                  .sequence_id = g.sequence_id});
         if (!id.ok()) {
           r.finish = FinishReason::kError;
@@ -58,8 +62,10 @@ StatusOr<GenerateResult> RunRequests(Engine& engine, const std::vector<GenerateR
       plan = engine.Schedule();
       active = (!plan.chunks.empty() || engine.HasWork() || next < order.size()) ? 1 : 0;
     }
-    if (opt.world != nullptr) RETURN_IF_ERROR(opt.world->AllReduceMax(&active, 1));
-    else if (tp) RETURN_IF_ERROR(opt.group->AllReduceMax(&active, 1));
+    if (opt.world != nullptr)
+      RETURN_IF_ERROR(opt.world->AllReduceMax(&active, 1));
+    else if (tp)
+      RETURN_IF_ERROR(opt.group->AllReduceMax(&active, 1));
     if (active == 0) {
       if (leader) plan.chunks.clear();
       if (leader) {
@@ -80,14 +86,17 @@ StatusOr<GenerateResult> RunRequests(Engine& engine, const std::vector<GenerateR
     }
     const double t0 = NowSeconds();
     const bool distributed = opt.world != nullptr || tp;
-    if (!plan.chunks.empty() || distributed) RETURN_IF_ERROR(ExecutePlan(engine.model(), plan, engine.pool().blocks(), &logits));
+    if (!plan.chunks.empty() || distributed)
+      RETURN_IF_ERROR(ExecutePlan(engine.model(), plan, engine.pool().blocks(), &logits));
     const double dt = NowSeconds() - t0;
     ++res.steps;
     bool prefill = false;
     int64_t decode_tokens = 0;
     for (const auto& c : plan.chunks) {
-      if (c.tokens.size() == 1 && c.want_logits && c.start > 0) ++decode_tokens;  // a decode (or a 1-token tail)
-      else prefill = true;
+      if (c.tokens.size() == 1 && c.want_logits && c.start > 0)
+        ++decode_tokens;  // a decode (or a 1-token tail)
+      else
+        prefill = true;
     }
     (prefill ? res.prefill_seconds : res.decode_seconds) += dt;
     if (!leader) {
@@ -122,7 +131,8 @@ StatusOr<GenerateResult> RunRequests(Engine& engine, const std::vector<GenerateR
   return res;
 }
 
-StatusOr<std::vector<GenerateRequest>> ReadArrivals(const std::string& path, int default_max_tokens) {
+StatusOr<std::vector<GenerateRequest>> ReadArrivals(const std::string& path,
+                                                    int default_max_tokens) {
   std::ifstream in(path);
   if (!in) return Status::IoError(path + ": cannot open");
   std::vector<GenerateRequest> out;
@@ -131,33 +141,39 @@ StatusOr<std::vector<GenerateRequest>> ReadArrivals(const std::string& path, int
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = path + ":" + std::to_string(n);
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument(where + ": not a JSON object");
+    if (j.is_discarded() || !j.is_object())
+      return Status::InvalidArgument(where + ": not a JSON object");
     GenerateRequest g;
     g.max_tokens = default_max_tokens;
     g.sequence_id = static_cast<uint32_t>(out.size());
     auto get_int = [&](const char* key, auto* v) -> Status {
       if (!j.contains(key)) return Status::Ok();
-      if (!j[key].is_number_integer()) return Status::InvalidArgument(where + ": \"" + key + "\" must be an integer");
+      if (!j[key].is_number_integer())
+        return Status::InvalidArgument(where + ": \"" + key + "\" must be an integer");
       *v = j[key].get<std::remove_pointer_t<decltype(v)>>();
       return Status::Ok();
     };
     auto get_num = [&](const char* key, float* v) -> Status {
       if (!j.contains(key)) return Status::Ok();
-      if (!j[key].is_number()) return Status::InvalidArgument(where + ": \"" + key + "\" must be a number");
+      if (!j[key].is_number())
+        return Status::InvalidArgument(where + ": \"" + key + "\" must be a number");
       *v = j[key].get<float>();
       return Status::Ok();
     };
     auto get_ids = [&](const char* key, std::vector<int32_t>* v) -> Status {
       if (!j.contains(key)) return Status::Ok();
-      if (!j[key].is_array()) return Status::InvalidArgument(where + ": \"" + key + "\" must be an array of token ids");
+      if (!j[key].is_array())
+        return Status::InvalidArgument(where + ": \"" + key + "\" must be an array of token ids");
       for (const auto& x : j[key]) {
         if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
-          return Status::InvalidArgument(where + ": \"" + key + "\" holds " + x.dump() + ", not a token id");
+          return Status::InvalidArgument(where + ": \"" + key + "\" holds " + x.dump() +
+                                         ", not a token id");
         v->push_back(x.get<int32_t>());
       }
       return Status::Ok();
     };
-    if (!j.contains("prompt_ids")) return Status::InvalidArgument(where + ": missing \"prompt_ids\"");
+    if (!j.contains("prompt_ids"))
+      return Status::InvalidArgument(where + ": missing \"prompt_ids\"");
     RETURN_IF_ERROR(get_ids("prompt_ids", &g.prompt));
     RETURN_IF_ERROR(get_ids("stop_ids", &g.stop_ids));
     RETURN_IF_ERROR(get_int("step", &g.arrival_step));
@@ -168,7 +184,8 @@ StatusOr<std::vector<GenerateRequest>> ReadArrivals(const std::string& path, int
     RETURN_IF_ERROR(get_num("temperature", &g.sampling.temperature));
     RETURN_IF_ERROR(get_num("top_p", &g.sampling.top_p));
     if (j.contains("ignore_eos")) {
-      if (!j["ignore_eos"].is_boolean()) return Status::InvalidArgument(where + ": \"ignore_eos\" must be true or false");
+      if (!j["ignore_eos"].is_boolean())
+        return Status::InvalidArgument(where + ": \"ignore_eos\" must be true or false");
       g.ignore_eos = j["ignore_eos"].get<bool>();
     }
     if (g.arrival_step < 0) return Status::InvalidArgument(where + ": \"step\" must be >= 0");

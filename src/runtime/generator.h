@@ -67,6 +67,7 @@ StatusOr<GenerateResult> RunRequests(Engine& engine, const std::vector<GenerateR
 // Parses an arrivals file: JSON lines of {"step": N, "prompt_ids": [...], "max_tokens": M} with
 // optional "cancel_step", "temperature", "top_p", "top_k", "seed", "stop_ids", "ignore_eos".
 // Errors name the file, line and field.
-StatusOr<std::vector<GenerateRequest>> ReadArrivals(const std::string& path, int default_max_tokens);
+StatusOr<std::vector<GenerateRequest>> ReadArrivals(const std::string& path,
+                                                    int default_max_tokens);
 
 }  // namespace epserve

@@ -7,7 +7,9 @@
 namespace epserve {
 
 KvBlockPool::KvBlockPool(const KvBlockPoolOptions& o)
-    : options_(o), storage_(o.num_layers, o.row_width, o.block_size, o.num_blocks, o.dtype), entries_(o.num_blocks) {
+    : options_(o),
+      storage_(o.num_layers, o.row_width, o.block_size, o.num_blocks, o.dtype),
+      entries_(o.num_blocks) {
   free_.reserve(o.num_blocks);
   for (int64_t b = o.num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }
@@ -39,7 +41,8 @@ std::vector<int32_t> KvBlockPool::MatchPrefix(std::span<const int32_t> tokens, i
     auto it = by_key_.find(key);
     if (it == by_key_.end()) break;
     Entry& e = entries_[it->second];
-    if (e.parent != parent || !std::equal(e.tokens.begin(), e.tokens.end(), block_tokens.begin())) break;
+    if (e.parent != parent || !std::equal(e.tokens.begin(), e.tokens.end(), block_tokens.begin()))
+      break;
     if (e.refs++ == 0) lru_.erase(e.lru_pos);
     out.push_back(it->second);
     if (keys) keys->push_back(key);

@@ -39,7 +39,8 @@ class KvBlockPool {
 
   // The longest run of cached blocks that begins `tokens` (at most max_blocks of them), each
   // now referenced once more by the caller. keys receives their chain keys.
-  std::vector<int32_t> MatchPrefix(std::span<const int32_t> tokens, int64_t max_blocks, std::vector<uint64_t>* keys);
+  std::vector<int32_t> MatchPrefix(std::span<const int32_t> tokens, int64_t max_blocks,
+                                   std::vector<uint64_t>* keys);
   // A block referenced once by the caller: a free one, else the least recently released
   // cached one (dropped from the prefix cache). -1 when every block is referenced.
   int32_t Allocate();

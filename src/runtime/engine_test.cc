@@ -1,0 +1,222 @@
+#include "runtime/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "model/test_util.h"
+#include "runtime/kv_block_pool.h"
+#include "runtime/loaded_model.h"
+
+namespace epserve {
+namespace {
+
+KvBlockPool SmallPool(int64_t blocks) {
+  return KvBlockPool({.num_layers = 2, .row_width = 8, .block_size = 4, .num_blocks = blocks});
+}
+
+std::vector<int32_t> Range(int32_t from, int n) {
+  std::vector<int32_t> v(n);
+  for (int i = 0; i < n; ++i) v[i] = from + i;
+  return v;
+}
+
+TEST(KvBlockPoolTest, AllocatesEveryBlockOnceThenRunsOut) {
+  KvBlockPool pool = SmallPool(3);
+  std::set<int32_t> got;
+  for (int i = 0; i < 3; ++i) got.insert(pool.Allocate());
+  EXPECT_EQ(got.size(), 3u);
+  EXPECT_EQ(pool.Allocate(), -1);
+  pool.Release(*got.begin());
+  EXPECT_EQ(pool.num_available(), 1);
+  EXPECT_EQ(pool.Allocate(), *got.begin());
+}
+
+TEST(KvBlockPoolTest, MatchesOnlyExactPrefixChains) {
+  KvBlockPool pool = SmallPool(8);
+  const std::vector<int32_t> tokens = Range(10, 12);  // three full blocks
+  std::vector<int32_t> blocks;
+  uint64_t key = 0;
+  for (int b = 0; b < 3; ++b) {
+    blocks.push_back(pool.Allocate());
+    key = pool.Commit(blocks.back(), key, std::span<const int32_t>(tokens).subspan(b * 4, 4));
+  }
+  for (int32_t b : blocks) pool.Release(b);
+  EXPECT_EQ(pool.num_cached(), 3);
+  // The same first 9 tokens: two full blocks match (at most max_blocks).
+  std::vector<uint64_t> keys;
+  auto hit = pool.MatchPrefix(std::span<const int32_t>(tokens).first(9), 8, &keys);
+  EXPECT_EQ(hit, (std::vector<int32_t>{blocks[0], blocks[1]}));
+  for (int32_t b : hit) pool.Release(b);
+  EXPECT_EQ(pool.MatchPrefix(tokens, 1, nullptr).size(), 1u);
+  pool.Release(blocks[0]);
+  // A different first block: the second block's tokens alone do not match (the chain differs).
+  std::vector<int32_t> other = tokens;
+  other[0] = 99;
+  EXPECT_TRUE(pool.MatchPrefix(other, 8, nullptr).empty());
+}
+
+TEST(KvBlockPoolTest, EvictsLeastRecentlyReleasedCachedBlocksFirst) {
+  KvBlockPool pool = SmallPool(2);
+  const int32_t a = pool.Allocate(), b = pool.Allocate();
+  pool.Commit(a, 0, Range(0, 4));
+  pool.Commit(b, 0, Range(100, 4));
+  pool.Release(b);  // b released first: evicted first
+  pool.Release(a);
+  EXPECT_EQ(pool.num_available(), 2);
+  EXPECT_EQ(pool.Allocate(), b);
+  EXPECT_EQ(pool.MatchPrefix(Range(100, 4), 1, nullptr).size(), 0u);  // b's prefix is gone
+  EXPECT_EQ(pool.MatchPrefix(Range(0, 4), 1, nullptr), std::vector<int32_t>{a});
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    loaded_ = LoadModel(testing::MakeTiny("engine"), {}).value().release();
+    pool_ = new ThreadPool(2);
+    model_ = new Model(loaded_->config, *loaded_->weights, *pool_);
+  }
+  // Steps until the engine has no work; fails after `limit` steps (no hang).
+  static std::vector<TokenEvent> Drain(Engine& e, int limit = 500) {
+    std::vector<TokenEvent> all;
+    for (int i = 0; i < limit && e.HasWork(); ++i) {
+      auto ev = e.Step();
+      EXPECT_TRUE(ev.ok()) << ev.status().message();
+      for (auto& x : *ev) all.push_back(std::move(x));
+    }
+    EXPECT_FALSE(e.HasWork()) << "engine still busy after " << limit << " steps";
+    return all;
+  }
+  static LoadedModel* loaded_;
+  static ThreadPool* pool_;
+  static Model* model_;
+};
+LoadedModel* EngineTest::loaded_ = nullptr;
+ThreadPool* EngineTest::pool_ = nullptr;
+Model* EngineTest::model_ = nullptr;
+
+TEST_F(EngineTest, RejectsBadRequestsAtSubmission) {
+  Engine e(*model_, {.block_size = 16, .num_blocks = 4});
+  EXPECT_EQ(e.Submit({}).status().message(), "the prompt is empty");
+  EXPECT_NE(
+      e.Submit({.prompt = {1, 5000}}).status().message().find("outside the vocabulary [0, 1024)"),
+      std::string::npos);
+  EXPECT_NE(e.Submit({.prompt = Range(2, 60), .max_tokens = 10})
+                .status()
+                .message()
+                .find("whole KV pool holds 4 blocks"),
+            std::string::npos);
+  EXPECT_FALSE(e.HasWork());
+}
+
+TEST_F(EngineTest, ChunkedPrefillYieldsLogitsOnlyAtThePromptEnd) {
+  Engine e(*model_, {.max_batch_tokens = 8, .block_size = 16, .num_blocks = 8});
+  ASSERT_TRUE(e.Submit({.prompt = Range(2, 20), .max_tokens = 2, .use_default_stop = false}).ok());
+  StepPlan p1 = e.Schedule();
+  ASSERT_EQ(p1.chunks.size(), 1u);
+  EXPECT_EQ(p1.chunks[0].tokens.size(), 8u);
+  EXPECT_FALSE(p1.chunks[0].want_logits);
+  std::vector<float> logits;
+  ASSERT_TRUE(ExecutePlan(*model_, p1, e.pool().blocks(), &logits).ok());
+  EXPECT_TRUE(e.Complete(p1, logits).empty());
+  auto rest = Drain(e);
+  ASSERT_EQ(rest.size(), 2u);
+  EXPECT_EQ(rest.back().finish, FinishReason::kLength);
+}
+
+TEST_F(EngineTest, StopsAtAStopTokenAndCancelsWaitingAndRunning) {
+  // Greedy output of a prompt, then the same prompt with its second token as a stop id.
+  Engine e(*model_, {.block_size = 16, .num_blocks = 16});
+  auto a = e.Submit({.prompt = Range(30, 5), .max_tokens = 6, .use_default_stop = false});
+  std::vector<int32_t> out;
+  for (auto& ev : Drain(e)) out.push_back(ev.token);
+  ASSERT_EQ(out.size(), 6u);
+  auto b = e.Submit({.prompt = Range(30, 5), .max_tokens = 6, .stop_ids = {out[1]}});
+  auto ev = Drain(e);
+  ASSERT_GE(ev.size(), 2u);
+  EXPECT_EQ(ev.back().finish, FinishReason::kStop);
+  EXPECT_EQ(ev.back().token, out[1]);
+  // Cancel one request before it runs and one while it runs.
+  auto c = e.Submit({.prompt = Range(40, 3), .max_tokens = 20}).value();
+  auto d = e.Submit({.prompt = Range(50, 3), .max_tokens = 20}).value();
+  ASSERT_TRUE(e.Step().ok());
+  e.Cancel(c);
+  auto all = Drain(e);
+  int cancelled = 0;
+  for (auto& x : all) cancelled += x.request == c && x.finish == FinishReason::kCancelled;
+  EXPECT_EQ(cancelled, 1);
+  EXPECT_EQ(all.back().request, d);
+  (void)a;
+  (void)b;
+}
+
+TEST_F(EngineTest, LogprobsAreNormalisedAndTopNIsSorted) {
+  Engine e(*model_, {.block_size = 16, .num_blocks = 4, .keep_logits = true});
+  ASSERT_TRUE(e.Submit({.prompt = Range(3, 4), .max_tokens = 1, .logprobs = 5}).ok());
+  auto ev = Drain(e);
+  ASSERT_EQ(ev.size(), 1u);
+  ASSERT_EQ(ev[0].top_logprobs.size(), 5u);
+  EXPECT_EQ(ev[0].top_logprobs[0].first, ev[0].token);  // greedy: the most likely token
+  EXPECT_FLOAT_EQ(ev[0].top_logprobs[0].second, ev[0].logprob);
+  for (int i = 1; i < 5; ++i)
+    EXPECT_LE(ev[0].top_logprobs[i].second, ev[0].top_logprobs[i - 1].second);
+  double mass = 0;
+  float mx = *std::max_element(ev[0].logits.begin(), ev[0].logits.end());
+  for (float l : ev[0].logits) mass += std::exp(l - mx);
+  EXPECT_NEAR(ev[0].logprob, -std::log(mass), 1e-4);
+}
+
+TEST_F(EngineTest, PreemptsUnderMemoryPressureAndLosesNothing) {
+  // Six requests of up to 40 positions, a pool of 6 blocks of 16 (96 positions).
+  std::vector<std::vector<int32_t>> alone;
+  for (int i = 0; i < 6; ++i) {
+    Engine solo(*model_, {.block_size = 16, .num_blocks = 6});
+    ASSERT_TRUE(solo.Submit({.prompt = Range(100 + 20 * i, 10 + 3 * i),
+                             .max_tokens = 20,
+                             .use_default_stop = false})
+                    .ok());
+    alone.emplace_back();
+    for (auto& ev : Drain(solo)) alone.back().push_back(ev.token);
+  }
+  Engine e(*model_, {.block_size = 16, .num_blocks = 6});
+  std::map<RequestId, int> which;
+  for (int i = 0; i < 6; ++i)
+    which[e.Submit({.prompt = Range(100 + 20 * i, 10 + 3 * i),
+                    .max_tokens = 20,
+                    .use_default_stop = false})
+              .value()] = i;
+  std::vector<std::vector<int32_t>> got(6);
+  int finished = 0;
+  for (auto& ev : Drain(e)) {
+    got[which[ev.request]].push_back(ev.token);
+    finished += ev.finish == FinishReason::kLength;
+  }
+  EXPECT_EQ(finished, 6);
+  EXPECT_EQ(got, alone);
+  EXPECT_GT(e.stats().preemptions, 0);
+  EXPECT_LE(e.stats().peak_blocks_referenced, 6);
+}
+
+TEST(StepPlanTest, SerializesRoundTripAndRejectsTruncation) {
+  StepPlan p;
+  p.chunks.push_back({.request = 7,
+                      .sequence_id = 3,
+                      .start = 64,
+                      .tokens = {1, 2, 3},
+                      .blocks = {4, 9},
+                      .want_logits = true});
+  p.chunks.push_back({.request = 8, .start = 0, .tokens = {5}, .blocks = {1}});
+  const std::string bytes = p.Serialize();
+  auto q = StepPlan::Deserialize(bytes);
+  ASSERT_TRUE(q.ok());
+  ASSERT_EQ(q->chunks.size(), 2u);
+  EXPECT_EQ(q->chunks[0].blocks, (std::vector<int32_t>{4, 9}));
+  EXPECT_TRUE(q->chunks[0].want_logits);
+  EXPECT_EQ(q->chunks[1].tokens, std::vector<int32_t>{5});
+  EXPECT_FALSE(StepPlan::Deserialize(bytes.substr(0, bytes.size() - 3)).ok());
+}
+
+}  // namespace
+}  // namespace epserve
