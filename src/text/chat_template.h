@@ -8,10 +8,9 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 
@@ -48,6 +47,7 @@ class ChatTemplate {
 StatusOr<ChatTemplate> LoadChatTemplate(const std::string& tokenizer_config_path);
 
 // The same from an already-parsed tokenizer_config.json; `origin` names it in errors.
-StatusOr<ChatTemplate> ChatTemplateFromConfig(const nlohmann::ordered_json& config, const std::string& origin);
+StatusOr<ChatTemplate> ChatTemplateFromConfig(const nlohmann::ordered_json& config,
+                                              const std::string& origin);
 
 }  // namespace epserve::text

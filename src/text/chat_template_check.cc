@@ -7,17 +7,16 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "text/chat_template.h"
 
 namespace {
 
-using nlohmann::ordered_json;
 using epserve::text::ChatTemplate;
+using nlohmann::ordered_json;
 
 epserve::StatusOr<ordered_json> ReadJson(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -30,7 +29,8 @@ epserve::StatusOr<ordered_json> ReadJson(const std::string& path) {
 }
 
 // The context render_jinja2.py's context_for builds (keep them in step).
-ordered_json ContextFor(const ordered_json& spec, const ordered_json& conv, const ordered_json& tokens) {
+ordered_json ContextFor(const ordered_json& spec, const ordered_json& conv,
+                        const ordered_json& tokens) {
   ordered_json ctx = {{"messages", conv["messages"]},
                       {"tools", conv.value("tools", ordered_json())},
                       {"documents", nullptr},
@@ -63,7 +63,8 @@ void PrintDiff(const std::string& want, const std::string& got) {
   size_t n = std::min(want.size(), got.size()), i = 0;
   while (i < n && want[i] == got[i]) ++i;
   size_t from = i > 40 ? i - 40 : 0;
-  std::printf("  first difference at byte %zu (jinja2 %zu bytes, ours %zu bytes)\n", i, want.size(), got.size());
+  std::printf("  first difference at byte %zu (jinja2 %zu bytes, ours %zu bytes)\n", i, want.size(),
+              got.size());
   std::printf("  jinja2: ...%s...\n", Escape(want.substr(from, 100)).c_str());
   std::printf("  ours:   ...%s...\n", Escape(got.substr(from, 100)).c_str());
 }
@@ -78,7 +79,8 @@ int main(int argc, char** argv) {
   auto spec = ReadJson(argv[1]);
   auto expected = ReadJson(argv[3]);
   if (!spec.ok() || !expected.ok()) {
-    std::fprintf(stderr, "%s\n", (!spec.ok() ? spec.status() : expected.status()).ToString().c_str());
+    std::fprintf(stderr, "%s\n",
+                 (!spec.ok() ? spec.status() : expected.status()).ToString().c_str());
     return 2;
   }
   const ordered_json& convs = (*spec)["conversations"];
@@ -93,11 +95,13 @@ int main(int argc, char** argv) {
     source << in.rdbuf();
     auto tpl = ChatTemplate::Parse(source.str(), name);
     if (!in || !tpl.ok()) {
-      std::printf("MISMATCH %s: cannot parse: %s\n", name.c_str(), tpl.ok() ? "cannot read" : tpl.status().ToString().c_str());
+      std::printf("MISMATCH %s: cannot parse: %s\n", name.c_str(),
+                  tpl.ok() ? "cannot read" : tpl.status().ToString().c_str());
       continue;
     }
     auto got = tpl->Render(ContextFor(*spec, convs[idx], (*spec)["templates"][name]));
-    std::string label = name + " conversation " + std::to_string(idx) + " (" + convs[idx].value("name", "") + ")";
+    std::string label =
+        name + " conversation " + std::to_string(idx) + " (" + convs[idx].value("name", "") + ")";
     if (!want["ok"].get<bool>()) {
       if (got.ok()) {
         std::printf("MISMATCH %s: jinja2 failed (%s) but we rendered %zu bytes\n", label.c_str(),
@@ -120,6 +124,7 @@ int main(int argc, char** argv) {
     std::printf("MISMATCH %s\n", label.c_str());
     PrintDiff(want_text, *got);
   }
-  std::printf("%d/%d pairs identical to jinja2 (%d of them errors in both)\n", same, total, both_failed);
+  std::printf("%d/%d pairs identical to jinja2 (%d of them errors in both)\n", same, total,
+              both_failed);
   return same == total && total > 0 ? 0 : 1;
 }

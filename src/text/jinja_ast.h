@@ -54,13 +54,14 @@ struct MacroParam {
 
 struct Stmt {
   enum class Kind {
-    kText,        // text
-    kPrint,       // {{ expr }}
-    kIf,          // conds[i] -> bodies[i]; else_body
-    kFor,         // for targets in expr [if cond] body [else else_body]
-    kSet,         // set targets = expr, or set targets[0].attr = expr
-    kSetBlock,    // set targets[0] [| filter] %}body{% endset; `filter` reads the block via kBlockName
-    kMacro,       // macro name(params) body
+    kText,      // text
+    kPrint,     // {{ expr }}
+    kIf,        // conds[i] -> bodies[i]; else_body
+    kFor,       // for targets in expr [if cond] body [else else_body]
+    kSet,       // set targets = expr, or set targets[0].attr = expr
+    kSetBlock,  // set targets[0] [| filter] %}body{% endset; `filter` reads the block via
+                // kBlockName
+    kMacro,     // macro name(params) body
     kBreak,
     kContinue,
     kFilterBlock,  // filter %}body{% endfilter

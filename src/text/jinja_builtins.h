@@ -28,20 +28,26 @@ StatusOr<List> Iterate(const Value& v);
 
 // Binds call arguments to parameter names (positional first, then keywords); missing ones are
 // undefined. `fn` names the function in errors.
-StatusOr<std::vector<Value>> BindArgs(const CallArgs& args, std::initializer_list<std::string_view> names,
+StatusOr<std::vector<Value>> BindArgs(const CallArgs& args,
+                                      std::initializer_list<std::string_view> names,
                                       std::string_view fn);
 
 // A method of a str, dict or list value (`s.startswith('x')`); errors for unknown methods.
 StatusOr<Value> CallMethod(const Value& obj, const std::string& name, const CallArgs& args);
-// Python `fmt % args` (%s %r %d %i %f %x %%, with flags/width/precision); `args` a tuple or one value.
+// Python `fmt % args` (%s %r %d %i %f %x %%, with flags/width/precision); `args` a tuple or one
+// value.
 StatusOr<std::string> PercentFormat(const std::string& fmt, const Value& args);
 // jinja2's attribute getter for map/selectattr/sort: dotted path, integer parts index.
 StatusOr<Value> GetAttrPath(const Value& obj, const std::string& path);
 
-// String helpers shared by filters and methods. Case mapping covers ASCII only.
+// Python str semantics (jinja_strings.cc). Case mapping is Unicode (utf8proc's simple mappings,
+// plus ß -> SS for upper()); Python's other multi-character mappings are not reproduced.
+bool IsStrMethod(const std::string& name);
+StatusOr<Value> CallStrMethod(const std::string& s, const std::string& name, const CallArgs& args);
 std::string StripPy(std::string_view s, const Value& chars, bool left, bool right);
-std::string AsciiUpper(std::string s);
-std::string AsciiLower(std::string s);
+std::string PyUpper(std::string_view s);
+std::string PyLower(std::string_view s);
+std::string PyCapitalize(std::string_view s);
 size_t CodePointLength(std::string_view s);
 
 }  // namespace epserve::text::jinja

@@ -56,36 +56,42 @@ class Renderer {
   }
 
   static Value Builtin(std::string name, std::function<StatusOr<Value>(CallArgs&)> fn) {
-    return Value::MakeCallable(Callable{.name = std::move(name), .is_macro = false, .fn = std::move(fn)});
+    return Value::MakeCallable(
+        Callable{.name = std::move(name), .is_macro = false, .fn = std::move(fn)});
   }
 
   void AddGlobals(Frame* f) {
-    f->vars.Set("range", Builtin("range", [](CallArgs& args) -> StatusOr<Value> {
-                  ASSIGN_OR_RETURN(auto a, BindArgs(args, {"start", "stop", "step"}, "range"));
-                  for (const Value& v : a) {
-                    if (!v.is_undefined() && !v.is_int() && !v.is_bool()) {
-                      return Status::InvalidArgument("range: '" + v.TypeName() + "' object cannot be an integer");
-                    }
-                  }
-                  if (a[0].is_undefined()) return Status::InvalidArgument("range expected at least 1 argument");
-                  int64_t start = a[1].is_undefined() ? 0 : a[0].as_int();
-                  int64_t stop = a[1].is_undefined() ? a[0].as_int() : a[1].as_int();
-                  int64_t step = a[2].is_undefined() ? 1 : a[2].as_int();
-                  if (step == 0) return Status::InvalidArgument("range() arg 3 must not be zero");
-                  List out;
-                  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-                    if (static_cast<int64_t>(out.size()) >= kMaxRange) {
-                      return Status::InvalidArgument("range too big, maximum size for range is 100000");
-                    }
-                    out.push_back(Value::Int(i));
-                  }
-                  return Value::MakeList(std::move(out));
-                }));
+    f->vars.Set(
+        "range", Builtin("range", [](CallArgs& args) -> StatusOr<Value> {
+          ASSIGN_OR_RETURN(auto a, BindArgs(args, {"start", "stop", "step"}, "range"));
+          for (const Value& v : a) {
+            if (!v.is_undefined() && !v.is_int() && !v.is_bool()) {
+              return Status::InvalidArgument("range: '" + v.TypeName() +
+                                             "' object cannot be an integer");
+            }
+          }
+          if (a[0].is_undefined())
+            return Status::InvalidArgument("range expected at least 1 argument");
+          int64_t start = a[1].is_undefined() ? 0 : a[0].as_int();
+          int64_t stop = a[1].is_undefined() ? a[0].as_int() : a[1].as_int();
+          int64_t step = a[2].is_undefined() ? 1 : a[2].as_int();
+          if (step == 0) return Status::InvalidArgument("range() arg 3 must not be zero");
+          List out;
+          for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+            if (static_cast<int64_t>(out.size()) >= kMaxRange) {
+              return Status::InvalidArgument("range too big, maximum size for range is 100000");
+            }
+            out.push_back(Value::Int(i));
+          }
+          return Value::MakeList(std::move(out));
+        }));
     auto make_dict = [](CallArgs& args, const std::string& fn) -> StatusOr<Dict> {
-      if (args.positional.size() > 1) return Status::InvalidArgument(fn + "() takes at most 1 positional argument");
+      if (args.positional.size() > 1)
+        return Status::InvalidArgument(fn + "() takes at most 1 positional argument");
       Dict d;
       if (!args.positional.empty()) {
-        if (!args.positional[0].is_dict()) return Status::InvalidArgument(fn + "() argument must be a mapping");
+        if (!args.positional[0].is_dict())
+          return Status::InvalidArgument(fn + "() argument must be a mapping");
         d = args.positional[0].dict();
       }
       for (auto& [k, v] : args.keyword) d.Set(k, v);
@@ -99,14 +105,16 @@ class Renderer {
                   ASSIGN_OR_RETURN(Dict d, make_dict(args, "dict"));
                   return Value::MakeDict(std::move(d));
                 }));
-    f->vars.Set("raise_exception", Builtin("raise_exception", [](CallArgs& args) -> StatusOr<Value> {
+    f->vars.Set("raise_exception",
+                Builtin("raise_exception", [](CallArgs& args) -> StatusOr<Value> {
                   ASSIGN_OR_RETURN(auto a, BindArgs(args, {"message"}, "raise_exception"));
                   return Status::InvalidArgument("template raised an error: " + a[0].Str());
                 }));
     std::optional<int64_t> fixed = options_.fixed_time_epoch;
     f->vars.Set("strftime_now", Builtin("strftime_now", [fixed](CallArgs& args) -> StatusOr<Value> {
                   ASSIGN_OR_RETURN(auto a, BindArgs(args, {"format"}, "strftime_now"));
-                  if (!a[0].is_string()) return Status::InvalidArgument("strftime_now: the format must be a string");
+                  if (!a[0].is_string())
+                    return Status::InvalidArgument("strftime_now: the format must be a string");
                   std::time_t t = fixed ? static_cast<std::time_t>(*fixed) : std::time(nullptr);
                   std::tm tm_value{};
                   if (fixed) {
@@ -129,16 +137,19 @@ class Renderer {
   }
 
   // Binds `targets` to `value` (one name, or unpacking `a, b`).
-  Status Assign(const Stmt& s, const std::vector<std::string>& targets, const Value& value, Frame* f) {
+  Status Assign(const Stmt& s, const std::vector<std::string>& targets, const Value& value,
+                Frame* f) {
     if (targets.size() == 1) {
       f->vars.Set(targets[0], value);
       return Status::Ok();
     }
     StatusOr<List> items = Iterate(value);
-    if (!items.ok()) return At(s.pos, Status::InvalidArgument("cannot unpack non-iterable " + value.TypeName()));
+    if (!items.ok())
+      return At(s.pos, Status::InvalidArgument("cannot unpack non-iterable " + value.TypeName()));
     if (items->size() != targets.size()) {
-      return At(s.pos, Status::InvalidArgument(std::string(items->size() > targets.size() ? "too many" : "not enough") +
-                                               " values to unpack (expected " + std::to_string(targets.size()) + ")"));
+      return At(s.pos, Status::InvalidArgument(
+                           std::string(items->size() > targets.size() ? "too many" : "not enough") +
+                           " values to unpack (expected " + std::to_string(targets.size()) + ")"));
     }
     for (size_t i = 0; i < targets.size(); ++i) f->vars.Set(targets[i], (*items)[i]);
     return Status::Ok();
@@ -166,19 +177,21 @@ class Renderer {
       Frame* iter = NewFrame(f);
       RETURN_IF_ERROR(Assign(s, s.targets, items[i], iter));
       Dict loop;
-      loop.items = {{"index", Value::Int(i + 1)},
-                    {"index0", Value::Int(i)},
-                    {"revindex", Value::Int(n - i)},
-                    {"revindex0", Value::Int(n - i - 1)},
-                    {"first", Value::Bool(i == 0)},
-                    {"last", Value::Bool(i == n - 1)},
-                    {"length", Value::Int(n)},
-                    {"depth", Value::Int(1)},
-                    {"depth0", Value::Int(0)},
-                    {"previtem", i > 0 ? items[i - 1] : Value::Undefined("there is no previous item")},
-                    {"nextitem", i + 1 < n ? items[i + 1] : Value::Undefined("there is no next item")}};
+      loop.items = {
+          {"index", Value::Int(i + 1)},
+          {"index0", Value::Int(i)},
+          {"revindex", Value::Int(n - i)},
+          {"revindex0", Value::Int(n - i - 1)},
+          {"first", Value::Bool(i == 0)},
+          {"last", Value::Bool(i == n - 1)},
+          {"length", Value::Int(n)},
+          {"depth", Value::Int(1)},
+          {"depth0", Value::Int(0)},
+          {"previtem", i > 0 ? items[i - 1] : Value::Undefined("there is no previous item")},
+          {"nextitem", i + 1 < n ? items[i + 1] : Value::Undefined("there is no next item")}};
       loop.Set("cycle", Builtin("cycle", [i](CallArgs& args) -> StatusOr<Value> {
-                 if (args.positional.empty()) return Status::InvalidArgument("no items for cycling given");
+                 if (args.positional.empty())
+                   return Status::InvalidArgument("no items for cycling given");
                  return args.positional[i % static_cast<int64_t>(args.positional.size())];
                }));
       iter->vars.Set("loop", Value::MakeDict(std::move(loop)));
@@ -223,7 +236,8 @@ class Renderer {
         }
         const Value* ns = f->Lookup(s.targets[0]);
         if (ns == nullptr || !ns->is_namespace()) {
-          return At(s.pos, Status::InvalidArgument("cannot assign attribute on non-namespace object"));
+          return At(s.pos,
+                    Status::InvalidArgument("cannot assign attribute on non-namespace object"));
         }
         ns->mutable_namespace().Set(s.attr, std::move(v));
         return Flow::kNormal;
@@ -256,11 +270,14 @@ class Renderer {
   Value MakeMacro(const Stmt& s, Frame* def_frame) {
     const Stmt* stmt = &s;
     return Value::MakeCallable(Callable{
-        .name = s.name, .is_macro = true, .fn = [this, stmt, def_frame](CallArgs& args) -> StatusOr<Value> {
+        .name = s.name,
+        .is_macro = true,
+        .fn = [this, stmt, def_frame](CallArgs& args) -> StatusOr<Value> {
           const Stmt& m = *stmt;
           if (args.positional.size() > m.params.size()) {
-            return At(m.pos, Status::InvalidArgument("macro '" + m.name + "' takes not more than " +
-                                                     std::to_string(m.params.size()) + " argument(s)"));
+            return At(m.pos,
+                      Status::InvalidArgument("macro '" + m.name + "' takes not more than " +
+                                              std::to_string(m.params.size()) + " argument(s)"));
           }
           if (depth_ >= options_.max_call_depth) {
             return At(m.pos, Status::InvalidArgument("macro calls nested too deeply (recursion?)"));
@@ -270,12 +287,14 @@ class Renderer {
             bool known = false;
             for (const MacroParam& p : m.params) known = known || p.name == key;
             if (!known) {
-              return At(m.pos, Status::InvalidArgument("macro '" + m.name + "' takes no keyword argument '" + key + "'"));
+              return At(m.pos,
+                        Status::InvalidArgument("macro '" + m.name +
+                                                "' takes no keyword argument '" + key + "'"));
             }
           }
           for (size_t i = 0; i < m.params.size(); ++i) {
             const MacroParam& p = m.params[i];
-            Value v = Value::Undefined("'" + p.name + "' is undefined");
+            Value v = Value::Undefined(Quoted(p.name) + " is undefined");
             bool given = i < args.positional.size();
             if (given) v = args.positional[i];
             for (const auto& [key, value] : args.keyword) {
@@ -317,7 +336,7 @@ class Renderer {
         return e.literal;
       case Expr::Kind::kName: {
         const Value* v = f->Lookup(e.name);
-        return v != nullptr ? *v : Value::Undefined("'" + e.name + "' is undefined");
+        return v != nullptr ? *v : Value::Undefined(Quoted(e.name) + " is undefined");
       }
       case Expr::Kind::kList: {
         List items;
@@ -331,7 +350,9 @@ class Renderer {
         Dict d;
         for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
           ASSIGN_OR_RETURN(Value k, Eval(*e.args[i], f));
-          if (!k.is_string()) return At(e.args[i]->pos, Status::InvalidArgument("unsupported: dict keys must be strings"));
+          if (!k.is_string())
+            return At(e.args[i]->pos,
+                      Status::InvalidArgument("unsupported: dict keys must be strings"));
           ASSIGN_OR_RETURN(Value v, Eval(*e.args[i + 1], f));
           d.Set(k.as_string(), std::move(v));
         }
@@ -358,9 +379,11 @@ class Renderer {
       }
       case Expr::Kind::kCall: {
         ASSIGN_OR_RETURN(Value callee, Eval(*e.args[0], f));
-        if (callee.is_undefined()) return At(e.pos, Status::InvalidArgument(callee.undefined_hint()));
+        if (callee.is_undefined())
+          return At(e.pos, Status::InvalidArgument(callee.undefined_hint()));
         if (!callee.is_callable()) {
-          return At(e.pos, Status::InvalidArgument("'" + callee.TypeName() + "' object is not callable"));
+          return At(e.pos,
+                    Status::InvalidArgument(Quoted(callee.TypeName()) + " object is not callable"));
         }
         ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1, f));
         StatusOr<Value> r = callee.callable().fn(args);
@@ -404,7 +427,8 @@ class Renderer {
         ASSIGN_OR_RETURN(Value c, Eval(*e.args[0], f));
         if (c.Truthy()) return Eval(*e.args[1], f);
         if (e.args[2]) return Eval(*e.args[2], f);
-        return Value::Undefined("the inline if-expression evaluated to false and no else section was defined");
+        return Value::Undefined(
+            "the inline if-expression evaluated to false and no else section was defined");
       }
     }
     return Value();
@@ -418,7 +442,8 @@ class Renderer {
 
 }  // namespace
 
-StatusOr<std::string> Render(const Template& tpl, const Dict& variables, const RenderOptions& options) {
+StatusOr<std::string> Render(const Template& tpl, const Dict& variables,
+                             const RenderOptions& options) {
   Renderer renderer(tpl, options);
   return renderer.Run(variables);
 }

@@ -20,6 +20,7 @@ struct RenderOptions {
 
 // `variables` become the template's top-level names (shadowing the globals). Errors are
 // "origin:line:col: message".
-StatusOr<std::string> Render(const Template& tpl, const Dict& variables, const RenderOptions& options);
+StatusOr<std::string> Render(const Template& tpl, const Dict& variables,
+                             const RenderOptions& options);
 
 }  // namespace epserve::text::jinja

@@ -24,7 +24,8 @@ StatusOr<int64_t> Length(const Value& v) {
   }
 }
 
-// The key a sort/unique/min/max compares by: the attribute (if any), lowercased unless case-sensitive.
+// The key a sort/unique/min/max compares by: the attribute (if any), lowercased unless
+// case-sensitive.
 StatusOr<Value> SortKey(const Value& item, const Value& attribute, bool case_sensitive) {
   Value key = item;
   if (attribute.is_string()) {
@@ -32,7 +33,7 @@ StatusOr<Value> SortKey(const Value& item, const Value& attribute, bool case_sen
   } else if (attribute.is_int()) {
     ASSIGN_OR_RETURN(key, GetItem(item, attribute));
   }
-  if (!case_sensitive && key.is_string()) key = Value::String(AsciiLower(key.as_string()));
+  if (!case_sensitive && key.is_string()) key = Value::String(PyLower(key.as_string()));
   return key;
 }
 
@@ -58,7 +59,8 @@ StatusOr<List> SortedBy(List items, const Value& attribute, bool case_sensitive,
 }
 
 StatusOr<Value> ToJson(const Value& v, const CallArgs& args) {
-  ASSIGN_OR_RETURN(auto a, BindArgs(args, {"ensure_ascii", "indent", "separators", "sort_keys"}, "tojson"));
+  ASSIGN_OR_RETURN(auto a,
+                   BindArgs(args, {"ensure_ascii", "indent", "separators", "sort_keys"}, "tojson"));
   JsonDumpOptions o;
   o.ensure_ascii = a[0].Truthy();
   if (a[1].is_int() || a[1].is_bool()) {
@@ -134,7 +136,8 @@ std::string HtmlEscape(const std::string& s) {
 Value ToInt(const Value& v, const Value& dflt, int base) {
   Value fallback = dflt.is_undefined() ? Value::Int(0) : dflt;
   if (v.is_int() || v.is_bool()) return Value::Int(v.as_int());
-  if (v.is_float()) return std::isfinite(v.as_float()) ? Value::Int(static_cast<int64_t>(v.as_float())) : fallback;
+  if (v.is_float())
+    return std::isfinite(v.as_float()) ? Value::Int(static_cast<int64_t>(v.as_float())) : fallback;
   if (!v.is_string()) return fallback;
   std::string s = StripPy(v.as_string(), Value(), true, true);
   s.erase(std::remove(s.begin(), s.end(), '_'), s.end());
@@ -172,7 +175,8 @@ StatusOr<Value> SelectOrReject(const Value& v, const CallArgs& args, bool by_att
   }
   std::string test;
   if (!rest.positional.empty()) {
-    if (!rest.positional[0].is_string()) return Status::InvalidArgument("the test name must be a string");
+    if (!rest.positional[0].is_string())
+      return Status::InvalidArgument("the test name must be a string");
     test = rest.positional[0].as_string();
     rest.positional.erase(rest.positional.begin());
     if (!IsSupportedTest(test)) return Status::InvalidArgument("unsupported test '" + test + "'");
@@ -213,7 +217,8 @@ StatusOr<Value> Map(const Value& v, const CallArgs& args) {
     return Status::InvalidArgument("map needs a filter name or attribute=");
   }
   std::string filter = args.positional[0].as_string();
-  if (!IsSupportedFilter(filter)) return Status::InvalidArgument("unsupported filter '" + filter + "'");
+  if (!IsSupportedFilter(filter))
+    return Status::InvalidArgument("unsupported filter '" + filter + "'");
   CallArgs rest = args;
   rest.positional.erase(rest.positional.begin());
   for (const Value& item : items) {
@@ -227,11 +232,11 @@ StatusOr<Value> Map(const Value& v, const CallArgs& args) {
 
 bool IsSupportedFilter(std::string_view name) {
   static const std::set<std::string_view> k = {
-      "abs",   "capitalize", "count", "d",       "default", "dictsort", "e",         "escape",    "first",
-      "float", "format",     "indent", "int",    "items",   "join",     "last",      "length",    "list",
-      "lower", "map",        "max",   "min",     "reject",  "rejectattr", "replace", "reverse",   "round",
-      "safe",  "select",     "selectattr", "sort", "string", "sum",     "title",     "tojson",    "trim",
-      "unique", "upper"};
+      "abs",     "capitalize", "count",  "d",      "default", "dictsort",   "e",      "escape",
+      "first",   "float",      "format", "indent", "int",     "items",      "join",   "last",
+      "length",  "list",       "lower",  "map",    "max",     "min",        "reject", "rejectattr",
+      "replace", "reverse",    "round",  "safe",   "select",  "selectattr", "sort",   "string",
+      "sum",     "title",      "tojson", "trim",   "unique",  "upper"};
   return k.count(name) > 0;
 }
 
@@ -252,15 +257,19 @@ StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const CallArg
     ASSIGN_OR_RETURN(auto a, BindArgs(args, {"chars"}, name));
     return Value::String(StripPy(v.Str(), a[0], true, true));
   }
-  if (name == "upper") return Value::String(AsciiUpper(v.Str()));
-  if (name == "lower") return Value::String(AsciiLower(v.Str()));
+  if (name == "upper") return Value::String(PyUpper(v.Str()));
+  if (name == "lower") return Value::String(PyLower(v.Str()));
   if (name == "capitalize") return CallMethod(Value::String(v.Str()), "capitalize", {});
-  if (name == "title") {  // jinja2 capitalizes after whitespace, '-', and opening brackets
-    std::string s = v.Str(), out;
+  if (name ==
+      "title") {  // jinja2: item[0].upper() + item[1:].lower() for words split at [-\s({[<]+
+    std::string out;
     bool word_start = true;
-    for (char c : s) {
-      bool sep = std::string_view(" \t\n\r\f\v-([{<").find(c) != std::string_view::npos;
-      out += sep ? c : (word_start ? AsciiUpper(std::string(1, c))[0] : AsciiLower(std::string(1, c))[0]);
+    for (char32_t c : DecodeUtf8(v.Str())) {
+      bool sep = IsPyWhitespace(c) ||
+                 (c < 0x80 &&
+                  std::string_view("-([{<").find(static_cast<char>(c)) != std::string_view::npos);
+      std::string one = EncodeUtf8(std::u32string(1, c));
+      out += sep ? one : (word_start ? PyUpper(one) : PyLower(one));
       word_start = sep;
     }
     return Value::String(out);
@@ -286,7 +295,8 @@ StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const CallArg
   }
   if (name == "first" || name == "last") {
     ASSIGN_OR_RETURN(List items, Iterate(v));
-    if (items.empty()) return Value::Undefined("No " + std::string(name) + " item, sequence was empty.");
+    if (items.empty())
+      return Value::Undefined("No " + std::string(name) + " item, sequence was empty.");
     return name == "first" ? items.front() : items.back();
   }
   if (name == "list") {
@@ -303,7 +313,8 @@ StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const CallArg
     if (v.is_undefined()) return Value::MakeList({});
     if (!v.is_dict()) return Status::InvalidArgument("can only get item pairs from a mapping");
     List pairs;
-    for (const auto& [k, x] : v.dict().items) pairs.push_back(Value::MakeList({Value::String(k), x}, true));
+    for (const auto& [k, x] : v.dict().items)
+      pairs.push_back(Value::MakeList({Value::String(k), x}, true));
     if (name == "items") return Value::MakeList(std::move(pairs));
     ASSIGN_OR_RETURN(auto a, BindArgs(args, {"case_sensitive", "by", "reverse"}, name));
     Value index = Value::Int(a[1].is_string() && a[1].as_string() == "value" ? 1 : 0);
@@ -323,7 +334,8 @@ StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const CallArg
     for (const Value& item : items) {
       ASSIGN_OR_RETURN(Value key, SortKey(item, a[1], a[0].Truthy()));
       if (name == "unique") {
-        if (std::none_of(keys.begin(), keys.end(), [&](const Value& k) { return Equals(k, key); })) {
+        if (std::none_of(keys.begin(), keys.end(),
+                         [&](const Value& k) { return Equals(k, key); })) {
           keys.push_back(key);
           out.push_back(item);
         }
@@ -341,7 +353,8 @@ StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const CallArg
       }
     }
     if (name == "unique") return Value::MakeList(std::move(out));
-    return out.empty() ? Value::Undefined("No " + std::string(name) + " item, sequence was empty.") : out[0];
+    return out.empty() ? Value::Undefined("No " + std::string(name) + " item, sequence was empty.")
+                       : out[0];
   }
   if (name == "sum") {
     ASSIGN_OR_RETURN(auto a, BindArgs(args, {"attribute", "start"}, name));
@@ -352,7 +365,8 @@ StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const CallArg
       if (!a[0].is_undefined()) {
         ASSIGN_OR_RETURN(x, GetAttrPath(item, a[0].Str()));
       }
-      if (!x.is_number() || !total.is_number()) return Status::InvalidArgument("sum: items must be numbers");
+      if (!x.is_number() || !total.is_number())
+        return Status::InvalidArgument("sum: items must be numbers");
       total = (x.is_float() || total.is_float()) ? Value::Float(total.as_float() + x.as_float())
                                                  : Value::Int(total.as_int() + x.as_int());
     }
@@ -360,7 +374,8 @@ StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const CallArg
   }
   if (name == "map") return Map(v, args);
   if (name == "select" || name == "reject") return SelectOrReject(v, args, false, name == "select");
-  if (name == "selectattr" || name == "rejectattr") return SelectOrReject(v, args, true, name == "selectattr");
+  if (name == "selectattr" || name == "rejectattr")
+    return SelectOrReject(v, args, true, name == "selectattr");
   if (name == "int") {
     ASSIGN_OR_RETURN(auto a, BindArgs(args, {"default", "base"}, name));
     return ToInt(v, a[0], a[1].is_number() ? static_cast<int>(a[1].as_int()) : 10);
@@ -376,11 +391,14 @@ StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const CallArg
   }
   if (name == "round") {
     ASSIGN_OR_RETURN(auto a, BindArgs(args, {"precision", "method"}, name));
-    if (!v.is_number()) return Status::InvalidArgument("round: a number is required, not " + v.TypeName());
+    if (!v.is_number())
+      return Status::InvalidArgument("round: a number is required, not " + v.TypeName());
     double scale = std::pow(10.0, a[0].is_number() ? static_cast<double>(a[0].as_int()) : 0.0);
     std::string method = a[1].is_string() ? a[1].as_string() : "common";
     double x = v.as_float() * scale;
-    double r = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::nearbyint(x);
+    double r = method == "ceil"    ? std::ceil(x)
+               : method == "floor" ? std::floor(x)
+                                   : std::nearbyint(x);
     if (method != "common" && method != "ceil" && method != "floor") {
       return Status::InvalidArgument("round: method must be 'common', 'ceil' or 'floor'");
     }
@@ -388,7 +406,10 @@ StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const CallArg
   }
   if (name == "indent") {
     ASSIGN_OR_RETURN(auto a, BindArgs(args, {"width", "first", "blank"}, name));
-    std::string pad = a[0].is_string() ? a[0].as_string() : std::string(a[0].is_number() ? a[0].as_int() : 4, ' ');
+    int64_t width = a[0].is_number() ? a[0].as_int() : 4;
+    if (width > 1024) return Status::InvalidArgument("indent width too large");
+    std::string pad =
+        a[0].is_string() ? a[0].as_string() : std::string(std::max<int64_t>(width, 0), ' ');
     return Value::String(Indent(v.Str(), pad, a[1].Truthy(), a[2].Truthy()));
   }
   if (name == "format") {

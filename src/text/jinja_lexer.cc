@@ -8,13 +8,15 @@
 namespace epserve::text::jinja {
 
 Status ErrorAt(const std::string& origin, SourcePos pos, const std::string& message) {
-  return Status::InvalidArgument(origin + ":" + std::to_string(pos.line) + ":" + std::to_string(pos.col) + ": " +
-                                 message);
+  return Status::InvalidArgument(origin + ":" + std::to_string(pos.line) + ":" +
+                                 std::to_string(pos.col) + ": " + message);
 }
 
 namespace {
 
-bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 bool IsNameStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool IsNameChar(char c) { return IsNameStart(c) || IsDigit(c); }
@@ -58,7 +60,8 @@ class Lexer {
       }
       char type = src_[start + 1];  // '{', '%' or '#'
       size_t inner = start + 2;
-      char modifier = inner < src_.size() && (src_[inner] == '-' || src_[inner] == '+') ? src_[inner] : 0;
+      char modifier =
+          inner < src_.size() && (src_[inner] == '-' || src_[inner] == '+') ? src_[inner] : 0;
       if (modifier != 0) ++inner;
       if (modifier == '-') {
         text = RStripPy(text);
@@ -67,7 +70,8 @@ class Lexer {
         line_start = line_start == std::string_view::npos ? 0 : line_start + 1;
         bool line_starting = line_start > 0 || pos == 0 || src_[pos - 1] == '\n';
         std::string_view tail = text.substr(line_start);
-        bool blank = !tail.empty() && std::all_of(tail.begin(), tail.end(), [](char c) { return IsSpace(c); });
+        bool blank = !tail.empty() &&
+                     std::all_of(tail.begin(), tail.end(), [](char c) { return IsSpace(c); });
         if (line_starting && blank) text = text.substr(0, line_start);
       }
       EmitText(text, pos);
@@ -94,7 +98,8 @@ class Lexer {
 
   size_t FindTagStart(size_t pos) const {
     for (size_t i = pos; i + 1 < src_.size(); ++i) {
-      if (src_[i] == '{' && (src_[i + 1] == '{' || src_[i + 1] == '%' || src_[i + 1] == '#')) return i;
+      if (src_[i] == '{' && (src_[i + 1] == '{' || src_[i + 1] == '%' || src_[i + 1] == '#'))
+        return i;
     }
     return src_.size();
   }
@@ -111,7 +116,8 @@ class Lexer {
         if (len == 0) break;
         pos += len;
       }
-    } else if (modifier == 0 && is_block && options_.trim_blocks && pos < src_.size() && src_[pos] == '\n') {
+    } else if (modifier == 0 && is_block && options_.trim_blocks && pos < src_.size() &&
+               src_[pos] == '\n') {
       ++pos;
     }
     return pos;
@@ -119,26 +125,31 @@ class Lexer {
 
   StatusOr<size_t> SkipComment(size_t start, size_t inner) {
     size_t end = src_.find("#}", inner);
-    if (end == std::string::npos) return ErrorAt(origin_, PosOf(start), "missing end of comment tag '#}'");
-    char modifier = end > inner && (src_[end - 1] == '-' || src_[end - 1] == '+') ? src_[end - 1] : 0;
+    if (end == std::string::npos)
+      return ErrorAt(origin_, PosOf(start), "missing end of comment tag '#}'");
+    char modifier =
+        end > inner && (src_[end - 1] == '-' || src_[end - 1] == '+') ? src_[end - 1] : 0;
     return AfterEnd(end + 2, modifier, /*is_block=*/true);
   }
 
   StatusOr<size_t> LexTag(size_t start, size_t pos, bool is_block) {
-    tokens_.push_back(Token{is_block ? TokenKind::kBlockBegin : TokenKind::kVarBegin, "", PosOf(start)});
+    tokens_.push_back(
+        Token{is_block ? TokenKind::kBlockBegin : TokenKind::kVarBegin, "", PosOf(start)});
     std::vector<char> brackets;
     while (true) {
       while (pos < src_.size() && IsSpace(src_[pos])) ++pos;
       if (pos >= src_.size()) {
-        return ErrorAt(origin_, PosOf(start), std::string("unexpected end of template: missing '") +
-                                                  (is_block ? "%}" : "}}") + "' for this tag");
+        return ErrorAt(origin_, PosOf(start),
+                       std::string("unexpected end of template: missing '") +
+                           (is_block ? "%}" : "}}") + "' for this tag");
       }
       std::string_view rest = std::string_view(src_).substr(pos);
       if (brackets.empty()) {
         const char* close = is_block ? "%}" : "}}";
         char modifier = (rest[0] == '-' || (is_block && rest[0] == '+')) ? rest[0] : 0;
         if (rest.substr(modifier != 0 ? 1 : 0, 2) == close) {
-          tokens_.push_back(Token{is_block ? TokenKind::kBlockEnd : TokenKind::kVarEnd, "", PosOf(pos)});
+          tokens_.push_back(
+              Token{is_block ? TokenKind::kBlockEnd : TokenKind::kVarEnd, "", PosOf(pos)});
           return AfterEnd(pos + (modifier != 0 ? 3 : 2), modifier, is_block);
         }
       }
@@ -167,7 +178,8 @@ class Lexer {
           }
           op = std::string(1, c);
         }
-        if (c == '(' || c == '[' || c == '{') brackets.push_back(c == '(' ? ')' : c == '[' ? ']' : '}');
+        if (c == '(' || c == '[' || c == '{')
+          brackets.push_back(c == '(' ? ')' : c == '[' ? ']' : '}');
         if (c == ')' || c == ']' || c == '}') {
           if (brackets.empty() || brackets.back() != c) {
             return ErrorAt(origin_, tpos, std::string("unexpected '") + c + "'");
@@ -183,7 +195,8 @@ class Lexer {
   StatusOr<size_t> LexNumber(size_t pos) {
     size_t i = pos;
     auto digits = [&]() {
-      while (i < src_.size() && (IsDigit(src_[i]) || (src_[i] == '_' && i + 1 < src_.size() && IsDigit(src_[i + 1])))) {
+      while (i < src_.size() && (IsDigit(src_[i]) ||
+                                 (src_[i] == '_' && i + 1 < src_.size() && IsDigit(src_[i + 1])))) {
         ++i;
       }
     };
@@ -209,7 +222,8 @@ class Lexer {
     if (!is_float) {
       int64_t v = 0;
       auto res = std::from_chars(text.data(), text.data() + text.size(), v);
-      if (res.ec != std::errc()) return ErrorAt(origin_, PosOf(pos), "integer literal too large: " + text);
+      if (res.ec != std::errc())
+        return ErrorAt(origin_, PosOf(pos), "integer literal too large: " + text);
     }
     tokens_.push_back(Token{is_float ? TokenKind::kFloat : TokenKind::kInt, text, PosOf(pos)});
     return i - pos;
@@ -221,11 +235,15 @@ class Lexer {
     std::string value;
     size_t i = pos + 1;
     auto hex = [&](size_t count) -> StatusOr<char32_t> {
-      if (i + count > src_.size()) return ErrorAt(origin_, PosOf(i), "truncated escape in string literal");
+      if (i + count > src_.size())
+        return ErrorAt(origin_, PosOf(i), "truncated escape in string literal");
       char32_t cp = 0;
       for (size_t k = 0; k < count; ++k) {
         char h = src_[i + k];
-        int d = IsDigit(h) ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10 : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+        int d = IsDigit(h)               ? h - '0'
+                : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+                : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                         : -1;
         if (d < 0) return ErrorAt(origin_, PosOf(i), "truncated escape in string literal");
         cp = cp * 16 + d;
       }
@@ -277,7 +295,8 @@ class Lexer {
         case 'u':
         case 'U': {
           ASSIGN_OR_RETURN(char32_t cp, hex(e == 'x' ? 2 : e == 'u' ? 4 : 8));
-          if (cp > 0x10FFFF) return ErrorAt(origin_, PosOf(i), "invalid \\U escape in string literal");
+          if (cp > 0x10FFFF)
+            return ErrorAt(origin_, PosOf(i), "invalid \\U escape in string literal");
           AppendUtf8(cp, &value);
           break;
         }
@@ -286,7 +305,8 @@ class Lexer {
         default:
           if (e >= '0' && e <= '7') {
             char32_t cp = e - '0';
-            for (int k = 0; k < 2 && i < src_.size() && src_[i] >= '0' && src_[i] <= '7'; ++k) cp = cp * 8 + (src_[i++] - '0');
+            for (int k = 0; k < 2 && i < src_.size() && src_[i] >= '0' && src_[i] <= '7'; ++k)
+              cp = cp * 8 + (src_[i++] - '0');
             AppendUtf8(cp, &value);
           } else {
             value += '\\';
@@ -307,7 +327,8 @@ class Lexer {
 
 }  // namespace
 
-StatusOr<std::vector<Token>> Tokenize(std::string_view source, const std::string& origin, const LexOptions& options) {
+StatusOr<std::vector<Token>> Tokenize(std::string_view source, const std::string& origin,
+                                      const LexOptions& options) {
   // jinja2 normalizes \r\n and \r to \n, and (keep_trailing_newline=False) drops one final newline.
   std::string normalized;
   normalized.reserve(source.size());

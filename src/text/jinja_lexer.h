@@ -42,7 +42,8 @@ struct LexOptions {
 };
 
 // Errors are "origin:line:col: message".
-StatusOr<std::vector<Token>> Tokenize(std::string_view source, const std::string& origin, const LexOptions& options);
+StatusOr<std::vector<Token>> Tokenize(std::string_view source, const std::string& origin,
+                                      const LexOptions& options);
 
 // "origin:line:col: message" as an InvalidArgument status.
 Status ErrorAt(const std::string& origin, SourcePos pos, const std::string& message);

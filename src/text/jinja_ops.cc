@@ -10,11 +10,28 @@ namespace epserve::text::jinja {
 namespace {
 
 Status Unsupported(std::string_view op, const Value& a, const Value& b) {
-  return Status::InvalidArgument("unsupported operand type(s) for " + std::string(op) + ": '" + a.TypeName() +
-                                 "' and '" + b.TypeName() + "'");
+  return Status::InvalidArgument("unsupported operand type(s) for " + std::string(op) + ": '" +
+                                 a.TypeName() + "' and '" + b.TypeName() + "'");
+}
+
+Status Overflow() { return Status::InvalidArgument("integer overflow (outside 64 bits)"); }
+
+// Python ints are unbounded; ours are 64-bit, and leaving that range is an error.
+StatusOr<Value> CheckedInt(char op, const Value& a, const Value& b) {
+  int64_t r = 0;
+  bool overflow = op == '+'   ? __builtin_add_overflow(a.as_int(), b.as_int(), &r)
+                  : op == '-' ? __builtin_sub_overflow(a.as_int(), b.as_int(), &r)
+                              : __builtin_mul_overflow(a.as_int(), b.as_int(), &r);
+  if (overflow) return Overflow();
+  return Value::Int(r);
 }
 
 StatusOr<Value> Repeat(const Value& seq, int64_t n) {
+  int64_t unit = seq.is_string() ? static_cast<int64_t>(seq.as_string().size())
+                                 : static_cast<int64_t>(seq.list().size());
+  if (n > 0 && unit > 0 && n > kMaxBuiltSize / unit) {
+    return Status::InvalidArgument("repetition result too large");
+  }
   if (seq.is_string()) {
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.as_string();
@@ -40,7 +57,7 @@ StatusOr<Value> BinaryOp(const std::string& op, const Value& a, const Value& b) 
   bool numbers = a.is_number() && b.is_number();
   bool floats = numbers && (a.is_float() || b.is_float());
   if (op == "+") {
-    if (numbers) return floats ? Value::Float(a.as_float() + b.as_float()) : Value::Int(a.as_int() + b.as_int());
+    if (numbers) return floats ? Value::Float(a.as_float() + b.as_float()) : CheckedInt('+', a, b);
     if (a.is_string() && b.is_string()) return Value::String(a.as_string() + b.as_string());
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
       List out = a.list();
@@ -48,13 +65,13 @@ StatusOr<Value> BinaryOp(const std::string& op, const Value& a, const Value& b) 
       return Value::MakeList(std::move(out), a.is_tuple());
     }
     if (a.is_string() || a.is_list()) {
-      return Status::InvalidArgument("can only concatenate " + a.TypeName() + " (not \"" + b.TypeName() + "\") to " +
-                                     a.TypeName());
+      return Status::InvalidArgument("can only concatenate " + a.TypeName() + " (not \"" +
+                                     b.TypeName() + "\") to " + a.TypeName());
     }
     return Unsupported(op, a, b);
   }
   if (op == "*") {
-    if (numbers) return floats ? Value::Float(a.as_float() * b.as_float()) : Value::Int(a.as_int() * b.as_int());
+    if (numbers) return floats ? Value::Float(a.as_float() * b.as_float()) : CheckedInt('*', a, b);
     if ((a.is_string() || a.is_list()) && (b.is_int() || b.is_bool())) return Repeat(a, b.as_int());
     if ((b.is_string() || b.is_list()) && (a.is_int() || a.is_bool())) return Repeat(b, a.as_int());
     return Unsupported(op, a, b);
@@ -64,26 +81,33 @@ StatusOr<Value> BinaryOp(const std::string& op, const Value& a, const Value& b) 
     return Value::String(std::move(s));
   }
   if (!numbers) return Unsupported(op, a, b);
-  if (op == "-") return floats ? Value::Float(a.as_float() - b.as_float()) : Value::Int(a.as_int() - b.as_int());
+  if (op == "-") return floats ? Value::Float(a.as_float() - b.as_float()) : CheckedInt('-', a, b);
   if (op == "**") {
     if (!floats && b.as_int() >= 0) {
-      int64_t r = 1;
-      for (int64_t i = 0; i < b.as_int(); ++i) r *= a.as_int();
+      int64_t r = 1, base = a.as_int();
+      for (int64_t e = b.as_int(); e > 0; e >>= 1) {  // square-and-multiply, overflow-checked
+        if ((e & 1) && __builtin_mul_overflow(r, base, &r)) return Overflow();
+        if (e > 1 && __builtin_mul_overflow(base, base, &base)) return Overflow();
+      }
       return Value::Int(r);
     }
     return Value::Float(std::pow(a.as_float(), b.as_float()));
   }
   bool zero = floats ? b.as_float() == 0 : b.as_int() == 0;
-  if (zero) return Status::InvalidArgument(op == "/" ? "division by zero" : "integer division or modulo by zero");
+  if (zero)
+    return Status::InvalidArgument(op == "/" ? "division by zero"
+                                             : "integer division or modulo by zero");
   if (op == "/") return Value::Float(a.as_float() / b.as_float());
   if (op == "//") {
     if (floats) return Value::Float(std::floor(a.as_float() / b.as_float()));
+    if (a.as_int() == INT64_MIN && b.as_int() == -1) return Overflow();
     int64_t q = a.as_int() / b.as_int();
     if ((a.as_int() % b.as_int() != 0) && ((a.as_int() < 0) != (b.as_int() < 0))) --q;
     return Value::Int(q);
   }
   if (op == "%") {
     if (floats) return Value::Float(PyFloorMod(a.as_float(), b.as_float()));
+    if (b.as_int() == -1) return Value::Int(0);
     int64_t m = a.as_int() % b.as_int();
     if (m != 0 && ((m < 0) != (b.as_int() < 0))) m += b.as_int();
     return Value::Int(m);
@@ -94,9 +118,12 @@ StatusOr<Value> BinaryOp(const std::string& op, const Value& a, const Value& b) 
 StatusOr<Value> UnaryOp(const std::string& op, const Value& a) {
   if (op == "not") return Value::Bool(!a.Truthy());
   if (a.is_undefined()) return Status::InvalidArgument(a.undefined_hint());
-  if (!a.is_number()) return Status::InvalidArgument("bad operand type for unary " + op + ": '" + a.TypeName() + "'");
+  if (!a.is_number())
+    return Status::InvalidArgument("bad operand type for unary " + op + ": '" + a.TypeName() + "'");
   if (op == "+") return a.is_float() ? a : Value::Int(a.as_int());
-  return a.is_float() ? Value::Float(-a.as_float()) : Value::Int(-a.as_int());
+  if (a.is_float()) return Value::Float(-a.as_float());
+  if (a.as_int() == INT64_MIN) return Overflow();
+  return Value::Int(-a.as_int());
 }
 
 StatusOr<bool> Contains(const Value& container, const Value& item) {
@@ -105,7 +132,8 @@ StatusOr<bool> Contains(const Value& container, const Value& item) {
       return false;
     case Value::Kind::kString:
       if (!item.is_string()) {
-        return Status::InvalidArgument("'in <string>' requires string as left operand, not " + item.TypeName());
+        return Status::InvalidArgument("'in <string>' requires string as left operand, not " +
+                                       item.TypeName());
       }
       return container.as_string().find(item.as_string()) != std::string::npos;
     case Value::Kind::kList:
@@ -114,7 +142,8 @@ StatusOr<bool> Contains(const Value& container, const Value& item) {
     case Value::Kind::kDict:
       return item.is_string() && container.dict().Find(item.as_string()) != nullptr;
     default:
-      return Status::InvalidArgument("argument of type '" + container.TypeName() + "' is not iterable");
+      return Status::InvalidArgument("argument of type '" + container.TypeName() +
+                                     "' is not iterable");
   }
 }
 

@@ -3,7 +3,9 @@
 // re-checks the table: it extracts kCases from this file).
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <nlohmann/json.hpp>
+#include <ostream>
 
 #include "text/chat_template.h"
 
@@ -50,7 +52,7 @@ const Case kCases[] = {
   {"attribute and item", R"J({{ m.role }} {{ m['content'] }} {{ m.nested.k }} {{ l[0] }} {{ l[-1] }} {{ l.1 }})J", R"J({"m": {"role": "user", "content": "hi", "nested": {"k": 5}}, "l": [10, 20, 30]})J", R"J(user hi 5 10 30 20)J"},
   {"slices", R"J({{ l[1:] }} {{ l[:-1] }} {{ l[::-1] }} {{ l[::2] }} {{ 'hello'[1:3] }} {{ 'héllo'[::-1] }})J", R"J({"l": [1, 2, 3, 4]})J", R"J([2, 3, 4] [1, 2, 3] [4, 3, 2, 1] [1, 3] el olléh)J"},
   {"string index unicode", R"J({{ s[0] }}{{ s[1] }}{{ s|length }})J", R"J({"s": "ñé😀"})J", R"J(ñé3)J"},
-  {"percent format", R"J({{ '%s is %d years' % ('Ann', 30) }} {{ '%05.1f|%x' % (3.14159, 255) }} {{ '%s' % 'one' }})J", R"J({})J", R"J(Ann is 30 years 003.1|ff one)J"},
+  {"percent format", R"J({{ '%s is %d years' % ('Ann', 30) }} {{ '%05.1f|%x' % (3.14159, 255) }} {{ '%s' % 'one' }} {{ '%-4s|%3s|%.2s' % ('ab', 'é', 'xyz') }})J", R"J({})J", R"J(Ann is 30 years 003.1|ff one ab  |  é|xy)J"},
   // Undefined.
   {"undefined prints empty", R"J([{{ nope }}][{{ d.missing }}][{{ l[9] }}])J", R"J({"d": {}, "l": []})J", R"J([][][])J"},
   {"undefined tests", R"J({{ nope is defined }} {{ nope is undefined }} {{ d.missing is defined }} {{ d.k is defined }})J", R"J({"d": {"k": null}})J", R"J(False True False True)J"},
@@ -90,6 +92,7 @@ const Case kCases[] = {
   {"safe escape format", R"J({{ '<b>'|safe }} {{ '<a href="x">&\'</a>'|escape }} {{ '%s-%s'|format('a', 2) }})J", R"J({})J", R"J(<b> &lt;a href=&#34;x&#34;&gt;&amp;&#39;&lt;/a&gt; a-2)J"},
   {"tojson", R"J({{ d|tojson }}|{{ [1, 'é', none, true, 1.5]|tojson }}|{{ 'q"\\'|tojson }})J", R"J({"d": {"b": 1, "a": [2, {"c": null}]}})J", R"J({"b": 1, "a": [2, {"c": null}]}|[1, "é", null, true, 1.5]|"q\"\\")J"},
   {"tojson options", R"J({{ d|tojson(indent=2) }}|{{ d|tojson(sort_keys=true, separators=[',', ':']) }}|{{ 'é'|tojson(ensure_ascii=true) }}|{{ []|tojson(indent=2) }})J", R"J({"d": {"b": 1, "a": [2, 3]}})J", "{\n  \"b\": 1,\n  \"a\": [\n    2,\n    3\n  ]\n}|{\"a\":[2,3],\"b\":1}|\"\\u00e9\"|[]"},
+  {"unicode case", R"J({{ 'straße ñandú'|upper }} {{ 'ÉCOLE Ωmega'|lower }} {{ 'élan vital 1st'.title() }} {{ 'ñU'|capitalize }} {{ 'ñu-é'|title }} {{ 'Ñ'.isupper() }})J", R"J({})J", R"J(STRASSE ÑANDÚ école ωmega Élan Vital 1St Ñu Ñu-É True)J"},
   // Tests.
   {"type tests", R"J({{ 's' is string }} {{ 1 is number }} {{ 1 is integer }} {{ 1.0 is integer }} {{ 1.0 is float }} {{ d is mapping }} {{ l is iterable }} {{ 's' is sequence }} {{ none is none }} {{ true is boolean }})J", R"J({"d": {}, "l": []})J", R"J(True True True False True True True True True True)J"},
   {"value tests", R"J({{ false is false }} {{ 0 is false }} {{ true is true }} {{ 3 is odd }} {{ 4 is even }} {{ 9 is divisibleby 3 }} {{ 'a' is eq 'a' }} {{ 2 is gt 1 }} {{ 'b' is in 'abc' }} {{ 'x' is not equalto 'y' }} {{ 'ab' is lower }})J", R"J({})J", R"J(True False True True True True True True True True True)J"},
@@ -105,6 +108,8 @@ const Case kCases[] = {
 };
 // clang-format on
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 class JinjaCase : public testing::TestWithParam<Case> {};
 
 TEST_P(JinjaCase, RendersLikeJinja2) {
@@ -118,7 +123,8 @@ TEST_P(JinjaCase, RendersLikeJinja2) {
 
 std::string CaseName(const testing::TestParamInfo<Case>& info) {
   std::string name;
-  for (const char* p = info.param.name; *p != '\0'; ++p) name += std::isalnum(static_cast<unsigned char>(*p)) ? *p : '_';
+  for (const char* p = info.param.name; *p != '\0'; ++p)
+    name += std::isalnum(static_cast<unsigned char>(*p)) ? *p : '_';
   return name;
 }
 

@@ -8,12 +8,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 
@@ -45,7 +45,18 @@ struct Callable {
 
 class Value {
  public:
-  enum class Kind : uint8_t { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kNamespace, kCallable };
+  enum class Kind : uint8_t {
+    kUndefined,
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kList,
+    kDict,
+    kNamespace,
+    kCallable
+  };
 
   Value() = default;  // undefined
   // `hint` names what was missing, for the error when the undefined value is used.
@@ -67,7 +78,9 @@ class Value {
   bool is_bool() const { return kind_ == Kind::kBool; }
   bool is_int() const { return kind_ == Kind::kInt; }
   bool is_float() const { return kind_ == Kind::kFloat; }
-  bool is_number() const { return kind_ == Kind::kInt || kind_ == Kind::kFloat || kind_ == Kind::kBool; }
+  bool is_number() const {
+    return kind_ == Kind::kInt || kind_ == Kind::kFloat || kind_ == Kind::kBool;
+  }
   bool is_string() const { return kind_ == Kind::kString; }
   bool is_list() const { return kind_ == Kind::kList; }
   bool is_tuple() const { return kind_ == Kind::kList && is_tuple_; }
@@ -114,12 +127,20 @@ StatusOr<int> Compare(const Value& a, const Value& b, std::string_view op);
 
 // Python float repr: 1.0, 0.1, 1e+20, 1.5e-05, inf, nan.
 std::string FormatPyFloat(double f);
+// Decimal digits -> int64 without exceptions; nullopt when empty, not digits or out of range.
+std::optional<int64_t> ParseInt64(std::string_view digits);
+// Results larger than this many bytes or items (string repetition, padding, indent) are errors,
+// not allocation failures.
+inline constexpr int64_t kMaxBuiltSize = int64_t{1} << 26;
+
+// 's' in single quotes, for messages ("'x' is undefined").
+std::string Quoted(std::string_view s);
 // Python repr of a str: 'a', "it's", 'a\nb'.
 std::string PyStrRepr(std::string_view s);
 
 struct JsonDumpOptions {
   bool ensure_ascii = false;
-  std::string indent;     // used when has_indent
+  std::string indent;  // used when has_indent
   bool has_indent = false;
   std::string item_separator = ", ";
   std::string key_separator = ": ";
