@@ -124,6 +124,7 @@ void RegisterBenchCommand(CLI::App& app, CommandContext& ctx) {
   bench->require_subcommand(1);
   AddBenchKernelsCommand(bench, ctx);
   AddBenchMoeLayerCommand(bench, ctx);
+  AddBenchEngineCommand(bench, ctx);
   auto f = std::make_shared<DecodeFlags>();
   CLI::App* decode = bench->add_subcommand(
       "decode",

@@ -23,6 +23,7 @@ void RegisterPlaceCommand(CLI::App& app, CommandContext& ctx);
 void RegisterPlanCommand(CLI::App& app, CommandContext& ctx);
 void AddBenchKernelsCommand(CLI::App* bench, CommandContext& ctx);   // `bench kernels`, cmd_bench_kernels.cc
 void AddBenchMoeLayerCommand(CLI::App* bench, CommandContext& ctx);  // `bench moe-layer`, cmd_bench_moe.cc
+void AddBenchEngineCommand(CLI::App* bench, CommandContext& ctx);    // `bench engine`, cmd_bench_engine.cc
 // (helpers add their Register*Command declarations here)
 
 }  // namespace epserve::tools
