@@ -68,6 +68,10 @@ TEST(ChatTemplateErrors, RenderErrorsNameLineAndColumn) {
             "chat_template:1:4: macro calls nested too deeply (recursion?)");
   EXPECT_EQ(RenderError("{{ range(200000)|length }}"),
             "chat_template:1:4: range too big, maximum size for range is 100000");
+  EXPECT_EQ(RenderError("{{ nope|int }}"), "chat_template:1:9: 'nope' is undefined");
+  EXPECT_EQ(RenderError("{{ [1] in {} }}"), "chat_template:1:11: unhashable type: 'list'");
+  EXPECT_EQ(RenderError("{{ 0 ** -1 }}"),
+            "chat_template:1:6: 0.0 cannot be raised to a negative power");
   EXPECT_EQ(RenderError("{{ x }}", ordered_json::array()),
             "chat_template: the render context must be a JSON object");
 }

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <set>
 
+#include "text/jinja_ops.h"
+
 namespace epserve::text::jinja {
 
 StatusOr<std::vector<Value>> BindArgs(const CallArgs& args,
@@ -285,8 +287,12 @@ StatusOr<std::string> PercentFormat(const std::string& fmt, const Value& args) {
           std::string("unsupported format character ").append(Quoted(std::string(1, conv))));
     }
   }
-  if (next < values.size())
+  // Python only complains about unused arguments given as a tuple or a scalar (a list or dict
+  // argument could be a mapping for %(name)s).
+  bool mapping_like = !args.is_tuple() && (args.is_list() || args.is_dict());
+  if (next < values.size() && !mapping_like) {
     return Status::InvalidArgument("not all arguments converted during string formatting");
+  }
   return out;
 }
 
@@ -323,12 +329,10 @@ StatusOr<bool> ApplyTest(std::string_view name, const Value& v, const CallArgs& 
   }
   if (name == "odd" || name == "even" || name == "divisibleby") {
     ASSIGN_OR_RETURN(auto a, BindArgs(args, {"num"}, name));
-    if (!v.is_number() || v.is_float())
-      return Status::InvalidArgument("test '" + std::string(name) + "' needs an integer");
-    int64_t d = name == "divisibleby" ? (a[0].is_number() ? a[0].as_int() : 0) : 2;
-    if (d == 0) return Status::InvalidArgument("integer division or modulo by zero");
-    int64_t m = ((v.as_int() % d) + d) % d;
-    return name == "odd" ? m == 1 : m == 0;
+    // jinja2: value % 2 == 1, value % 2 == 0, value % num == 0 (Python %, floats too).
+    Value divisor = name == "divisibleby" ? a[0] : Value::Int(2);
+    ASSIGN_OR_RETURN(Value m, BinaryOp("%", v, divisor));
+    return Equals(m, Value::Int(name == "odd" ? 1 : 0));
   }
   ASSIGN_OR_RETURN(auto a, BindArgs(args, {"other"}, name));
   const Value& o = a[0];

@@ -310,7 +310,8 @@ StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const CallArg
     return Value::MakeList(std::move(items));
   }
   if (name == "items" || name == "dictsort") {
-    if (v.is_undefined()) return Value::MakeList({});
+    if (v.is_undefined() && name == "items") return Value::MakeList({});
+    if (v.is_undefined()) return Status::InvalidArgument(v.undefined_hint());
     if (!v.is_dict()) return Status::InvalidArgument("can only get item pairs from a mapping");
     List pairs;
     for (const auto& [k, x] : v.dict().items)
@@ -376,6 +377,9 @@ StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const CallArg
   if (name == "select" || name == "reject") return SelectOrReject(v, args, false, name == "select");
   if (name == "selectattr" || name == "rejectattr")
     return SelectOrReject(v, args, true, name == "selectattr");
+  if ((name == "int" || name == "float") && v.is_undefined()) {
+    return Status::InvalidArgument(v.undefined_hint());  // int(Undefined) raises in jinja2
+  }
   if (name == "int") {
     ASSIGN_OR_RETURN(auto a, BindArgs(args, {"default", "base"}, name));
     return ToInt(v, a[0], a[1].is_number() ? static_cast<int>(a[1].as_int()) : 10);
@@ -395,6 +399,10 @@ StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const CallArg
       return Status::InvalidArgument("round: a number is required, not " + v.TypeName());
     double scale = std::pow(10.0, a[0].is_number() ? static_cast<double>(a[0].as_int()) : 0.0);
     std::string method = a[1].is_string() ? a[1].as_string() : "common";
+    // round() of an int stays an int in Python (negative precision rounds to tens, ...).
+    if (method == "common" && !v.is_float() && (!a[0].is_number() || a[0].as_int() >= 0)) {
+      return Value::Int(v.as_int());
+    }
     double x = v.as_float() * scale;
     double r = method == "ceil"    ? std::ceil(x)
                : method == "floor" ? std::floor(x)

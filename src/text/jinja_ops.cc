@@ -45,7 +45,7 @@ StatusOr<Value> Repeat(const Value& seq, int64_t n) {
 double PyFloorMod(double a, double b) {
   double m = std::fmod(a, b);
   if (m != 0 && ((m < 0) != (b < 0))) m += b;
-  return m;
+  return m == 0 ? std::copysign(0.0, b) : m;  // Python: 3 % -1.5 == -0.0
 }
 
 }  // namespace
@@ -90,6 +90,9 @@ StatusOr<Value> BinaryOp(const std::string& op, const Value& a, const Value& b) 
         if (e > 1 && __builtin_mul_overflow(base, base, &base)) return Overflow();
       }
       return Value::Int(r);
+    }
+    if (a.as_float() == 0 && b.as_float() < 0) {
+      return Status::InvalidArgument("0.0 cannot be raised to a negative power");
     }
     return Value::Float(std::pow(a.as_float(), b.as_float()));
   }
@@ -140,6 +143,9 @@ StatusOr<bool> Contains(const Value& container, const Value& item) {
       return std::any_of(container.list().begin(), container.list().end(),
                          [&](const Value& x) { return Equals(x, item); });
     case Value::Kind::kDict:
+      if ((item.is_list() && !item.is_tuple()) || item.is_dict() || item.is_namespace()) {
+        return Status::InvalidArgument("unhashable type: " + Quoted(item.TypeName()));
+      }
       return item.is_string() && container.dict().Find(item.as_string()) != nullptr;
     default:
       return Status::InvalidArgument("argument of type '" + container.TypeName() +

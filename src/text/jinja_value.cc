@@ -343,7 +343,7 @@ StatusOr<int> Compare(const Value& a, const Value& b, std::string_view op) {
     int c = a.as_string().compare(b.as_string());  // UTF-8 byte order == code point order
     return c < 0 ? -1 : (c > 0 ? 1 : 0);
   }
-  if (a.is_list() && b.is_list()) {
+  if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
     size_t n = std::min(a.list().size(), b.list().size());
     for (size_t i = 0; i < n; ++i) {
       if (Equals(a.list()[i], b.list()[i])) continue;
