@@ -4,9 +4,13 @@
 // it byte for byte with jinja2's rendering in EXPECTED.json (tests/text/render_jinja2.py). A pair
 // jinja2 failed on must fail here too. Prints each mismatch (template, conversation, first
 // differing byte with context) and a summary; exits 1 on any mismatch.
+//
+// chat_template_check --jsonl: reads lines {"tpl": ..., "ctx": {...}} from stdin and writes
+// {"ok": true, "out": ...} or {"ok": false, "err": ...} per line (for tests/text/fuzz_jinja.py).
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -69,9 +73,29 @@ void PrintDiff(const std::string& want, const std::string& got) {
   std::printf("  ours:   ...%s...\n", Escape(got.substr(from, 100)).c_str());
 }
 
+int RenderJsonLines() {
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    ordered_json in = ordered_json::parse(line, nullptr, false);
+    ordered_json out;
+    if (in.is_discarded() || !in.contains("tpl") || !in["tpl"].is_string()) {
+      out = {{"ok", false}, {"err", "bad input line"}};
+    } else {
+      auto tpl = ChatTemplate::Parse(in["tpl"].get<std::string>(), "t");
+      auto got = tpl.ok() ? tpl->Render(in.value("ctx", ordered_json::object()))
+                          : epserve::StatusOr<std::string>(tpl.status());
+      out = got.ok() ? ordered_json{{"ok", true}, {"out", *got}}
+                     : ordered_json{{"ok", false}, {"err", got.status().ToString()}};
+    }
+    std::cout << out.dump(-1, ' ', false, ordered_json::error_handler_t::replace) << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "--jsonl") return RenderJsonLines();
   if (argc != 4) {
     std::fprintf(stderr, "usage: %s CONVERSATIONS.json TEMPLATE_DIR EXPECTED.json\n", argv[0]);
     return 2;
