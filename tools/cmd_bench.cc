@@ -125,6 +125,7 @@ void RegisterBenchCommand(CLI::App& app, CommandContext& ctx) {
   AddBenchKernelsCommand(bench, ctx);
   AddBenchMoeLayerCommand(bench, ctx);
   AddBenchEngineCommand(bench, ctx);
+  AddBenchTokenizeCommand(bench, ctx);
   auto f = std::make_shared<DecodeFlags>();
   CLI::App* decode = bench->add_subcommand(
       "decode",

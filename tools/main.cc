@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   RegisterTraceCommand(app, ctx);
   RegisterPlaceCommand(app, ctx);
   RegisterPlanCommand(app, ctx);
+  RegisterTokenizeCommand(app, ctx);
   // (helpers add their Register*Command calls here)
   CLI11_PARSE(app, argc, argv);
   return ctx.exit_code;
