@@ -70,7 +70,32 @@ StatusOr<std::vector<int32_t>> ParseIds(const std::string& text, size_t idx) {
   return ids;
 }
 
+// MemAvailable from /proc/meminfo, in bytes (0 if unknown).
+int64_t AvailableMemory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  while (in >> key >> kb) {
+    if (key == "MemAvailable:") return kb * 1024;
+    in.ignore(1 << 10, '\n');
+  }
+  return 0;
+}
+
+// "512M", "2G", "1048576" or "30%" (of the memory available now).
 StatusOr<int64_t> ParseBytes(const std::string& text) {
+  if (!text.empty() && text.back() == '%') {
+    double pct = 0;
+    try {
+      pct = std::stod(text.substr(0, text.size() - 1));
+    } catch (const std::exception&) {
+      pct = -1;
+    }
+    if (pct <= 0 || pct > 100) return Status::InvalidArgument("--kv-memory: \"" + text + "\" is not a percentage in (0, 100]");
+    const int64_t avail = AvailableMemory();
+    if (avail == 0) return Status::InvalidArgument("--kv-memory " + text + ": /proc/meminfo has no MemAvailable; give bytes");
+    return static_cast<int64_t>(avail * pct / 100);
+  }
   size_t used = 0;
   double v = 0;
   try {
@@ -165,6 +190,8 @@ Status RunDistributed(const GenerateFlags& f, const std::string& dir, const std:
               res.tp);
   for (int b : res.group_batch) std::printf(" %d", b);
   std::printf("\n");
+  std::printf("KV cache per DP group: %lld blocks x %lld positions (%s)\n", static_cast<long long>(res.cache_blocks),
+              static_cast<long long>(res.block_size), f.kv_dtype.c_str());
   RETURN_IF_ERROR(Report(f, res.requests, res.vocab,
                          {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds}));
   if (f.stats) std::printf("\n%s", res.stats_table.c_str());
@@ -289,7 +316,8 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--kv-dtype", f->kv_dtype, "f32 | bf16 latent cache rows (bf16 halves the memory)")
       ->group(eng)->capture_default_str();
   cmd->add_option("--kv-memory", f->kv_memory,
-                  "bytes for the KV block pool per DP group (e.g. 512M, 2G); default: enough for every request at once")
+                  "bytes for the KV block pool per DP group (e.g. 512M, 2G, or 30% of the memory available now); default: "
+                  "enough for every request at once")
       ->group(eng);
   cmd->add_option("--block-size", f->block_size, "positions per cache block")->group(eng)->capture_default_str();
   cmd->add_option("--max-batch-tokens", f->max_batch_tokens, "token budget of one step (decodes + prefill chunks)")
