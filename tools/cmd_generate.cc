@@ -1,16 +1,19 @@
 // `epserve generate`: batched generation from token ids on one process.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "io/npy.h"
 #include "comm/communicator.h"
-#include "runtime/ep_runner.h"
+#include "io/npy.h"
 #include "runtime/engine.h"
+#include "runtime/ep_runner.h"
 #include "runtime/generator.h"
 #include "runtime/loaded_model.h"
 #include "runtime/trace_recorder.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
 #include "tools/command.h"
 
 namespace epserve::tools {
@@ -20,6 +23,8 @@ namespace {
 struct GenerateFlags {
   std::string model;
   std::vector<std::string> prompts;
+  std::vector<std::string> text_prompts;
+  bool chat = false;
   int max_tokens = 16;
   std::string arrivals;
   std::string logits_out, tokens_out;
@@ -63,10 +68,12 @@ StatusOr<std::vector<int32_t>> ParseIds(const std::string& text, size_t idx) {
       if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(item);
       ids.push_back(static_cast<int32_t>(v));
     } catch (const std::exception&) {
-      return Status::InvalidArgument("--prompt-ids #" + std::to_string(idx + 1) + ": \"" + item + "\" is not a token id");
+      return Status::InvalidArgument("--prompt-ids #" + std::to_string(idx + 1) + ": \"" + item +
+                                     "\" is not a token id");
     }
   }
-  if (ids.empty()) return Status::InvalidArgument("--prompt-ids #" + std::to_string(idx + 1) + " is empty");
+  if (ids.empty())
+    return Status::InvalidArgument("--prompt-ids #" + std::to_string(idx + 1) + " is empty");
   return ids;
 }
 
@@ -91,9 +98,13 @@ StatusOr<int64_t> ParseBytes(const std::string& text) {
     } catch (const std::exception&) {
       pct = -1;
     }
-    if (pct <= 0 || pct > 100) return Status::InvalidArgument("--kv-memory: \"" + text + "\" is not a percentage in (0, 100]");
+    if (pct <= 0 || pct > 100)
+      return Status::InvalidArgument("--kv-memory: \"" + text +
+                                     "\" is not a percentage in (0, 100]");
     const int64_t avail = AvailableMemory();
-    if (avail == 0) return Status::InvalidArgument("--kv-memory " + text + ": /proc/meminfo has no MemAvailable; give bytes");
+    if (avail == 0)
+      return Status::InvalidArgument("--kv-memory " + text +
+                                     ": /proc/meminfo has no MemAvailable; give bytes");
     return static_cast<int64_t>(avail * pct / 100);
   }
   size_t used = 0;
@@ -103,26 +114,70 @@ StatusOr<int64_t> ParseBytes(const std::string& text) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used == 0) return Status::InvalidArgument("--kv-memory: \"" + text + "\" is not a size (e.g. 512M, 2G)");
+  if (used == 0)
+    return Status::InvalidArgument("--kv-memory: \"" + text + "\" is not a size (e.g. 512M, 2G)");
   std::string unit = text.substr(used);
-  double mul = unit.empty() || unit == "B" ? 1 : unit == "K" ? 1024.0 : unit == "M" ? 1024.0 * 1024 : unit == "G" ? 1024.0 * 1024 * 1024 : -1;
-  if (mul < 0 || v <= 0) return Status::InvalidArgument("--kv-memory: \"" + text + "\" is not a size (e.g. 512M, 2G)");
+  double mul = unit.empty() || unit == "B" ? 1
+               : unit == "K"               ? 1024.0
+               : unit == "M"               ? 1024.0 * 1024
+               : unit == "G"               ? 1024.0 * 1024 * 1024
+                                           : -1;
+  if (mul < 0 || v <= 0)
+    return Status::InvalidArgument("--kv-memory: \"" + text + "\" is not a size (e.g. 512M, 2G)");
   return static_cast<int64_t>(v * mul);
 }
 
-StatusOr<std::vector<GenerateRequest>> BuildRequests(const GenerateFlags& f) {
+// Token ids of a --prompt: encoded with BOS, or with --chat rendered as one user message with
+// the model's chat template (which emits BOS itself) and a generation prompt.
+StatusOr<std::vector<int32_t>> EncodePrompt(const GenerateFlags& f, const std::string& dir,
+                                            const text::Tokenizer& tok, const std::string& text) {
+  if (!f.chat) return tok.Encode(text, {.add_special_tokens = true});
+  ASSIGN_OR_RETURN(text::ChatTemplate tmpl, text::LoadChatTemplate(dir + "/tokenizer_config.json"));
+  nlohmann::ordered_json context = {{"messages", {{{"role", "user"}, {"content", text}}}},
+                                    {"add_generation_prompt", true},
+                                    {"bos_token", tok.bos_token()},
+                                    {"eos_token", tok.eos_token()},
+                                    {"tools", nullptr}};
+  ASSIGN_OR_RETURN(std::string rendered, tmpl.Render(context));
+  return tok.Encode(rendered);
+}
+
+StatusOr<std::vector<GenerateRequest>> BuildRequests(const GenerateFlags& f, const std::string& dir,
+                                                     const text::Tokenizer* tok) {
   std::vector<GenerateRequest> reqs;
+  if (f.chat && f.text_prompts.empty())
+    return Status::InvalidArgument("--chat needs --prompt TEXT");
   if (!f.arrivals.empty()) {
-    if (!f.prompts.empty()) return Status::InvalidArgument("give either --prompt-ids or --arrivals, not both");
+    if (!f.prompts.empty() || !f.text_prompts.empty())
+      return Status::InvalidArgument("give either --prompt-ids / --prompt or --arrivals, not both");
     ASSIGN_OR_RETURN(reqs, ReadArrivals(f.arrivals, f.max_tokens));
   } else {
-    if (f.prompts.empty()) return Status::InvalidArgument("give --prompt-ids (one per sequence) or --arrivals FILE");
+    if (f.prompts.empty() && f.text_prompts.empty())
+      return Status::InvalidArgument(
+          "give --prompt-ids or --prompt (one per sequence), or --arrivals FILE");
+    std::vector<std::vector<int32_t>> all;
     for (size_t i = 0; i < f.prompts.size(); ++i) {
       ASSIGN_OR_RETURN(auto ids, ParseIds(f.prompts[i], i));
-      reqs.push_back({.prompt = std::move(ids), .max_tokens = f.max_tokens,
-                      .sampling = {.temperature = f.temperature, .top_p = f.top_p, .top_k = f.top_k,
+      all.push_back(std::move(ids));
+    }
+    if (!f.text_prompts.empty() && tok == nullptr)
+      return Status::NotFound(
+          dir +
+          "/tokenizer.json: --prompt needs the model's tokenizer (epserve make-model writes one)");
+    for (const std::string& text : f.text_prompts) {
+      ASSIGN_OR_RETURN(auto ids, EncodePrompt(f, dir, *tok, text));
+      all.push_back(std::move(ids));
+    }
+    for (size_t i = 0; i < all.size(); ++i) {
+      std::vector<int32_t> ids = std::move(all[i]);
+      reqs.push_back({.prompt = std::move(ids),
+                      .max_tokens = f.max_tokens,
+                      .sampling = {.temperature = f.temperature,
+                                   .top_p = f.top_p,
+                                   .top_k = f.top_k,
                                    .seed = f.seed + static_cast<uint64_t>(i)},
-                      .ignore_eos = f.ignore_eos, .sequence_id = static_cast<uint32_t>(i)});
+                      .ignore_eos = f.ignore_eos,
+                      .sequence_id = static_cast<uint32_t>(i)});
     }
   }
   if (f.max_tokens < 1) return Status::InvalidArgument("--max-tokens must be >= 1");
@@ -134,8 +189,11 @@ StatusOr<EngineOptions> BuildEngineOptions(const GenerateFlags& f) {
   if (f.block_size < 1) return Status::InvalidArgument("--block-size must be >= 1");
   if (f.max_batch_tokens < 1) return Status::InvalidArgument("--max-batch-tokens must be >= 1");
   if (f.max_running < 1) return Status::InvalidArgument("--max-running must be >= 1");
-  return EngineOptions{.max_batch_tokens = f.max_batch_tokens, .max_running = f.max_running,
-                       .block_size = f.block_size, .kv_dtype = dtype, .prefix_cache = !f.no_prefix_cache,
+  return EngineOptions{.max_batch_tokens = f.max_batch_tokens,
+                       .max_running = f.max_running,
+                       .block_size = f.block_size,
+                       .kv_dtype = dtype,
+                       .prefix_cache = !f.no_prefix_cache,
                        .keep_logits = !f.logits_out.empty()};
 }
 
@@ -143,35 +201,56 @@ struct Timing {
   int64_t prefill_tokens, decode_tokens;
   double prefill_seconds, decode_seconds;
 };
-Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results, int vocab, const Timing& t);
+Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results, int vocab,
+              const Timing& t, const text::Tokenizer* tok);
+
+// The model folder's tokenizer, or null when it has none (generate then prints ids only).
+StatusOr<std::unique_ptr<text::Tokenizer>> MaybeTokenizer(const std::string& dir) {
+  if (!std::filesystem::exists(dir + "/tokenizer.json")) return std::unique_ptr<text::Tokenizer>();
+  return text::Tokenizer::Load(dir);
+}
 
 void PrintPool(const EngineOptions& e, const ModelConfig& c, int64_t longest) {
   const int64_t tokens = e.num_blocks * e.block_size;
-  const double mib = static_cast<double>(tokens) * c.num_hidden_layers * c.kv_a_dim() * KvDTypeBytes(e.kv_dtype) / (1 << 20);
-  std::printf("KV cache: %lld blocks x %lld positions = %lld tokens (%.1f MiB, %s); fits %lld request(s) of the longest, %lld tokens, at once\n",
-              static_cast<long long>(e.num_blocks), static_cast<long long>(e.block_size), static_cast<long long>(tokens),
-              mib, KvDTypeName(e.kv_dtype),
-              static_cast<long long>(e.num_blocks / ((longest + e.block_size - 1) / e.block_size)),
-              static_cast<long long>(longest));
+  const double mib = static_cast<double>(tokens) * c.num_hidden_layers * c.kv_a_dim() *
+                     KvDTypeBytes(e.kv_dtype) / (1 << 20);
+  std::printf(
+      "KV cache: %lld blocks x %lld positions = %lld tokens (%.1f MiB, %s); fits %lld request(s) "
+      "of the longest, %lld tokens, at once\n",
+      static_cast<long long>(e.num_blocks), static_cast<long long>(e.block_size),
+      static_cast<long long>(tokens), mib, KvDTypeName(e.kv_dtype),
+      static_cast<long long>(e.num_blocks / ((longest + e.block_size - 1) / e.block_size)),
+      static_cast<long long>(longest));
 }
 
 int64_t Longest(const std::vector<GenerateRequest>& reqs) {
   int64_t longest = 1;
-  for (const auto& r : reqs) longest = std::max<int64_t>(longest, static_cast<int64_t>(r.prompt.size()) + r.max_tokens);
+  for (const auto& r : reqs)
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(r.prompt.size()) + r.max_tokens);
   return longest;
 }
 
 // Under mpirun: every rank runs its DP group's share; rank 0 prints. Errors every rank sees
 // alike are printed once (by rank 0); a rank's own failure is printed by that rank, and the job
 // is aborted so no peer waits for it.
-Status RunDistributed(const GenerateFlags& f, const std::string& dir, const std::vector<GenerateRequest>& reqs,
-                      const EngineOptions& engine, int64_t kv_bytes) {
-  ASSIGN_OR_RETURN(auto mpi, comm::MpiWorld::Init(nullptr, nullptr, {.timeout_seconds = f.timeout}));
-  EpRunOptions eo{.model_dir = dir, .requests = reqs, .engine = engine, .kv_memory_bytes = kv_bytes,
-                  .keep_logits = !f.logits_out.empty(), .tp = f.tp, .ranks_per_node = f.ranks_per_node,
+Status RunDistributed(const GenerateFlags& f, const std::string& dir,
+                      const std::vector<GenerateRequest>& reqs, const EngineOptions& engine,
+                      int64_t kv_bytes, const text::Tokenizer* tok) {
+  ASSIGN_OR_RETURN(auto mpi,
+                   comm::MpiWorld::Init(nullptr, nullptr, {.timeout_seconds = f.timeout}));
+  EpRunOptions eo{.model_dir = dir,
+                  .requests = reqs,
+                  .engine = engine,
+                  .kv_memory_bytes = kv_bytes,
+                  .keep_logits = !f.logits_out.empty(),
+                  .tp = f.tp,
+                  .ranks_per_node = f.ranks_per_node,
                   .a2a = f.a2a == "padded" ? comm::A2aMode::kPadded : comm::A2aMode::kSparse,
-                  .placement_path = f.placement, .threads = f.threads, .weights = WeightMemory(f),
-                  .kill_rank = f.kill_rank, .kill_step = f.kill_step,
+                  .placement_path = f.placement,
+                  .threads = f.threads,
+                  .weights = WeightMemory(f),
+                  .kill_rank = f.kill_rank,
+                  .kill_step = f.kill_step,
                   .fail_load_rank = f.fail_load_rank};
   EpRunResult res;
   EpError err = RunEpGenerate(*mpi, eo, &res);
@@ -186,14 +265,16 @@ Status RunDistributed(const GenerateFlags& f, const std::string& dir, const std:
     mpi->Abort(1);
   }
   if (rank != 0) return Status::Ok();
-  std::printf("ranks: %d (machines: %d, DP %d x TP %d), requests per DP group:", res.num_ranks, res.num_nodes, res.dp,
-              res.tp);
+  std::printf("ranks: %d (machines: %d, DP %d x TP %d), requests per DP group:", res.num_ranks,
+              res.num_nodes, res.dp, res.tp);
   for (int b : res.group_batch) std::printf(" %d", b);
   std::printf("\n");
-  std::printf("KV cache per DP group: %lld blocks x %lld positions (%s)\n", static_cast<long long>(res.cache_blocks),
-              static_cast<long long>(res.block_size), f.kv_dtype.c_str());
-  RETURN_IF_ERROR(Report(f, res.requests, res.vocab,
-                         {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds}));
+  std::printf("KV cache per DP group: %lld blocks x %lld positions (%s)\n",
+              static_cast<long long>(res.cache_blocks), static_cast<long long>(res.block_size),
+              f.kv_dtype.c_str());
+  RETURN_IF_ERROR(Report(
+      f, res.requests, res.vocab,
+      {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds}, tok));
   if (f.stats) std::printf("\n%s", res.stats_table.c_str());
   return Status::Ok();
 }
@@ -203,7 +284,8 @@ Status Run(const GenerateFlags& f) {
   if (dir.empty()) {
     ASSIGN_OR_RETURN(dir, EnsureDefaultModel());
   }
-  ASSIGN_OR_RETURN(std::vector<GenerateRequest> reqs, BuildRequests(f));
+  ASSIGN_OR_RETURN(std::unique_ptr<text::Tokenizer> tok, MaybeTokenizer(dir));
+  ASSIGN_OR_RETURN(std::vector<GenerateRequest> reqs, BuildRequests(f, dir, tok.get()));
   ASSIGN_OR_RETURN(EngineOptions engine, BuildEngineOptions(f));
   int64_t kv_bytes = 0;
   if (!f.kv_memory.empty()) {
@@ -211,12 +293,15 @@ Status Run(const GenerateFlags& f) {
   }
   if (f.expert_input != "f32" && f.expert_input != "fp8")
     return Status::InvalidArgument("--expert-input must be f32 or fp8, got " + f.expert_input);
-  if (f.a2a != "sparse" && f.a2a != "padded") return Status::InvalidArgument("--a2a must be sparse or padded, got " + f.a2a);
+  if (f.a2a != "sparse" && f.a2a != "padded")
+    return Status::InvalidArgument("--a2a must be sparse or padded, got " + f.a2a);
   if (comm::LaunchedByMpi() && !f.trace_out.empty())
-    return Status::InvalidArgument("--trace-out is recorded by a single process; run without mpirun");
-  if (comm::LaunchedByMpi()) return RunDistributed(f, dir, reqs, engine, kv_bytes);
+    return Status::InvalidArgument(
+        "--trace-out is recorded by a single process; run without mpirun");
+  if (comm::LaunchedByMpi()) return RunDistributed(f, dir, reqs, engine, kv_bytes, tok.get());
   if (f.tp != 1 || f.stats || !f.placement.empty())
-    return Status::InvalidArgument("--tp, --placement and --stats need several ranks: run under mpirun -np N");
+    return Status::InvalidArgument(
+        "--tp, --placement and --stats need several ranks: run under mpirun -np N");
   ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {.memory = WeightMemory(f)}));
   ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
   Model model(loaded->config, *loaded->weights, pool);
@@ -233,24 +318,32 @@ Status Run(const GenerateFlags& f) {
   if (kv_bytes > 0) {
     engine.num_blocks = KvMemoryBlocks(c, engine.kv_dtype, engine.block_size, kv_bytes);
     if (engine.num_blocks < 1)
-      return Status::InvalidArgument("--kv-memory " + f.kv_memory + " holds not one cache block of " +
+      return Status::InvalidArgument("--kv-memory " + f.kv_memory +
+                                     " holds not one cache block of " +
                                      std::to_string(engine.block_size) + " positions");
   } else {
     for (const auto& r : reqs)
-      engine.num_blocks += (static_cast<int64_t>(r.prompt.size()) + r.max_tokens + engine.block_size - 1) / engine.block_size;
+      engine.num_blocks +=
+          (static_cast<int64_t>(r.prompt.size()) + r.max_tokens + engine.block_size - 1) /
+          engine.block_size;
   }
   PrintPool(engine, c, Longest(reqs));
   Engine eng(model, engine);
-  ASSIGN_OR_RETURN(GenerateResult res, RunRequests(eng, reqs, {.keep_logits = !f.logits_out.empty()}));
+  ASSIGN_OR_RETURN(GenerateResult res,
+                   RunRequests(eng, reqs, {.keep_logits = !f.logits_out.empty()}));
   if (recorder) RETURN_IF_ERROR(recorder->Close());
   const EngineStats& st = res.stats;
-  std::printf("engine: %d steps, %lld of %lld prompt tokens from the prefix cache, %lld preemptions\n", res.steps,
-              static_cast<long long>(st.cached_prompt_tokens), static_cast<long long>(st.prompt_tokens),
-              static_cast<long long>(st.preemptions));
-  return Report(f, res.requests, c.vocab_size, {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds});
+  std::printf(
+      "engine: %d steps, %lld of %lld prompt tokens from the prefix cache, %lld preemptions\n",
+      res.steps, static_cast<long long>(st.cached_prompt_tokens),
+      static_cast<long long>(st.prompt_tokens), static_cast<long long>(st.preemptions));
+  return Report(f, res.requests, c.vocab_size,
+                {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds},
+                tok.get());
 }
 
-Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results, int vocab, const Timing& t) {
+Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results, int vocab,
+              const Timing& t, const text::Tokenizer* tok) {
   bool any_error = false;
   for (size_t s = 0; s < results.size(); ++s) {
     const RequestResult& r = results[s];
@@ -264,11 +357,20 @@ Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results,
                   static_cast<long long>(r.cached_prompt_tokens));
     }
     std::printf("\n");
+    if (tok != nullptr && !r.tokens.empty()) {
+      // Ids the tokenizer does not define (a random model's vocab may be larger) print as such.
+      auto text = tok->Decode(r.tokens, {.skip_special_tokens = true});
+      std::printf(
+          "text %zu: %s\n", s,
+          text.ok() ? nlohmann::json(*text).dump().c_str() : text.status().message().c_str());
+    }
   }
-  std::printf("prefill: %lld tokens in %.3f s (%.1f tokens/s)\n", static_cast<long long>(t.prefill_tokens),
-              t.prefill_seconds, t.prefill_tokens / std::max(t.prefill_seconds, 1e-9));
-  std::printf("decode: %lld tokens in %.3f s (%.1f tokens/s)\n", static_cast<long long>(t.decode_tokens),
-              t.decode_seconds, t.decode_tokens / std::max(t.decode_seconds, 1e-9));
+  std::printf("prefill: %lld tokens in %.3f s (%.1f tokens/s)\n",
+              static_cast<long long>(t.prefill_tokens), t.prefill_seconds,
+              t.prefill_tokens / std::max(t.prefill_seconds, 1e-9));
+  std::printf("decode: %lld tokens in %.3f s (%.1f tokens/s)\n",
+              static_cast<long long>(t.decode_tokens), t.decode_seconds,
+              t.decode_tokens / std::max(t.decode_seconds, 1e-9));
   if (!f.logits_out.empty()) {
     // [requests, max_tokens, vocab]; rows past a request's last token are zero.
     int steps = 0;
@@ -276,8 +378,10 @@ Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results,
     steps = std::max(steps, f.max_tokens);
     std::vector<float> all(results.size() * static_cast<size_t>(steps) * vocab, 0.0f);
     for (size_t s = 0; s < results.size(); ++s)
-      std::copy(results[s].logits.begin(), results[s].logits.end(), all.begin() + s * static_cast<size_t>(steps) * vocab);
-    RETURN_IF_ERROR(WriteNpyF32(f.logits_out, {static_cast<int64_t>(results.size()), steps, vocab}, all.data()));
+      std::copy(results[s].logits.begin(), results[s].logits.end(),
+                all.begin() + s * static_cast<size_t>(steps) * vocab);
+    RETURN_IF_ERROR(WriteNpyF32(f.logits_out, {static_cast<int64_t>(results.size()), steps, vocab},
+                                all.data()));
   }
   if (!f.tokens_out.empty()) {
     std::vector<std::vector<int32_t>> tokens;
@@ -288,7 +392,10 @@ Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results,
       cached.push_back(r.cached_prompt_tokens);
     }
     std::ofstream out(f.tokens_out);
-    out << nlohmann::json({{"tokens", tokens}, {"finish", finish}, {"cached_prompt_tokens", cached}}).dump() << "\n";
+    out << nlohmann::json(
+               {{"tokens", tokens}, {"finish", finish}, {"cached_prompt_tokens", cached}})
+               .dump()
+        << "\n";
     if (!out) return Status::IoError(f.tokens_out + ": write failed");
   }
   if (any_error) return Status::InvalidArgument("some requests failed (see above)");
@@ -299,69 +406,114 @@ Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results,
 
 void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
   auto f = std::make_shared<GenerateFlags>();
-  CLI::App* cmd = app.add_subcommand(
-      "generate",
-      "Generate tokens for prompts given as token ids (all at step 0) or replayed from an arrivals file, on the\n"
-      "serving engine (continuous batching, paged latent cache, prefix reuse); prints the ids per sequence, how it\n"
-      "finished, and prefill/decode throughput. Without --model it uses the embedded default (preset tiny).");
+  CLI::App* cmd = app.add_subcommand("generate",
+                                     "Generate tokens for prompts given as token ids (all at step "
+                                     "0) or replayed from an arrivals file, on the\n"
+                                     "serving engine (continuous batching, paged latent cache, "
+                                     "prefix reuse); prints the ids per sequence, how it\n"
+                                     "finished, and prefill/decode throughput. Without --model it "
+                                     "uses the embedded default (preset tiny).");
   cmd->add_option("--model", f->model, "checkpoint directory (config.json + safetensors)");
-  cmd->add_option("--prompt-ids", f->prompts, "comma-separated token ids; repeat for more sequences");
-  cmd->add_option("--arrivals", f->arrivals,
-                  "replay requests arriving over time: JSON lines of {\"step\": N, \"prompt_ids\": [...], "
-                  "\"max_tokens\": M} with optional cancel_step, temperature, top_p, top_k, seed, stop_ids, "
-                  "ignore_eos (docs/serving-engine.md)");
-  cmd->add_option("--max-tokens", f->max_tokens, "tokens to generate per sequence (at most)")->capture_default_str();
+  cmd->add_option("--prompt-ids", f->prompts,
+                  "comma-separated token ids; repeat for more sequences");
+  cmd->add_option(
+      "--prompt", f->text_prompts,
+      "prompt text, encoded with the model's tokenizer (BOS added); repeat for more sequences");
+  cmd->add_flag("--chat", f->chat,
+                "each --prompt is one user message, rendered with the model's chat template");
+  cmd->add_option(
+      "--arrivals", f->arrivals,
+      "replay requests arriving over time: JSON lines of {\"step\": N, \"prompt_ids\": [...], "
+      "\"max_tokens\": M} with optional cancel_step, temperature, top_p, top_k, seed, stop_ids, "
+      "ignore_eos (docs/serving-engine.md)");
+  cmd->add_option("--max-tokens", f->max_tokens, "tokens to generate per sequence (at most)")
+      ->capture_default_str();
   cmd->add_flag("--ignore-eos", f->ignore_eos, "do not stop at the model's eos_token_id");
   auto* eng = "Engine (docs/serving-engine.md)";
-  cmd->add_option("--kv-dtype", f->kv_dtype, "f32 | bf16 latent cache rows (bf16 halves the memory)")
-      ->group(eng)->capture_default_str();
+  cmd->add_option("--kv-dtype", f->kv_dtype,
+                  "f32 | bf16 latent cache rows (bf16 halves the memory)")
+      ->group(eng)
+      ->capture_default_str();
   cmd->add_option("--kv-memory", f->kv_memory,
-                  "bytes for the KV block pool per DP group (e.g. 512M, 2G, or 30% of the memory available now); default: "
+                  "bytes for the KV block pool per DP group (e.g. 512M, 2G, or 30% of the memory "
+                  "available now); default: "
                   "enough for every request at once")
       ->group(eng);
-  cmd->add_option("--block-size", f->block_size, "positions per cache block")->group(eng)->capture_default_str();
-  cmd->add_option("--max-batch-tokens", f->max_batch_tokens, "token budget of one step (decodes + prefill chunks)")
-      ->group(eng)->capture_default_str();
-  cmd->add_option("--max-running", f->max_running, "requests holding cache blocks at once")->group(eng)->capture_default_str();
-  cmd->add_flag("--no-prefix-cache", f->no_prefix_cache, "never reuse cached prompt prefixes")->group(eng);
+  cmd->add_option("--block-size", f->block_size, "positions per cache block")
+      ->group(eng)
+      ->capture_default_str();
+  cmd->add_option("--max-batch-tokens", f->max_batch_tokens,
+                  "token budget of one step (decodes + prefill chunks)")
+      ->group(eng)
+      ->capture_default_str();
+  cmd->add_option("--max-running", f->max_running, "requests holding cache blocks at once")
+      ->group(eng)
+      ->capture_default_str();
+  cmd->add_flag("--no-prefix-cache", f->no_prefix_cache, "never reuse cached prompt prefixes")
+      ->group(eng);
   cmd->add_option("--logits-out", f->logits_out,
-                  "write float32 logits [sequences, steps, vocab] (.npy); step 0 = last prompt position; rows after a "
+                  "write float32 logits [sequences, steps, vocab] (.npy); step 0 = last prompt "
+                  "position; rows after a "
                   "sequence stopped are zero");
   cmd->add_option("--tokens-out", f->tokens_out,
-                  "write {\"tokens\": [[...], ...], \"finish\": [...], \"cached_prompt_tokens\": [...]} as JSON, in the order of the prompts / arrivals file");
+                  "write {\"tokens\": [[...], ...], \"finish\": [...], \"cached_prompt_tokens\": "
+                  "[...]} as JSON, in the order of the prompts / arrivals file");
   cmd->add_option("--temperature", f->temperature, "0 = greedy")->capture_default_str();
   cmd->add_option("--top-p", f->top_p, "nucleus sampling mass")->capture_default_str();
-  cmd->add_option("--top-k", f->top_k, "sample among the k most likely tokens (0: all)")->capture_default_str();
-  cmd->add_option("--seed", f->seed, "sampling seed (sequence i uses seed + i)")->capture_default_str();
+  cmd->add_option("--top-k", f->top_k, "sample among the k most likely tokens (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--seed", f->seed, "sampling seed (sequence i uses seed + i)")
+      ->capture_default_str();
   cmd->add_option("--threads", f->threads, "worker threads (0: all cores)");
-  cmd->add_option("--weights", f->weights,
-                  "copied: copy the weights this rank streams into anonymous memory on huge pages (fewer "
-                  "TLB misses; costs their size in RAM); mapped: read them from the checkpoint's file mapping")
+  cmd->add_option(
+         "--weights", f->weights,
+         "copied: copy the weights this rank streams into anonymous memory on huge pages (fewer "
+         "TLB misses; costs their size in RAM); mapped: read them from the checkpoint's file "
+         "mapping")
       ->check(CLI::IsMember({"mapped", "copied"}))
       ->capture_default_str();
   cmd->add_option("--expert-input", f->expert_input,
-                  "f32 | fp8: fp8 rounds expert inputs through the dispatch format, as an expert-parallel run does")
+                  "f32 | fp8: fp8 rounds expert inputs through the dispatch format, as an "
+                  "expert-parallel run does")
       ->capture_default_str();
-  cmd->add_option("--trace-out", f->trace_out,
-                  "record every token's routing (experts and gate weights per MoE layer) to a trace file "
-                  "(docs/trace-format.md) for `epserve place`");
+  cmd->add_option(
+      "--trace-out", f->trace_out,
+      "record every token's routing (experts and gate weights per MoE layer) to a trace file "
+      "(docs/trace-format.md) for `epserve place`");
   auto* ep = "Expert parallelism (run under mpirun -np N)";
-  cmd->add_option("--tp", f->tp, "TP ranks per DP group (DP = N / TP); heads split, experts never duplicated")
-      ->group(ep)->capture_default_str();
-  cmd->add_option("--ranks-per-node", f->ranks_per_node, "emulate machines of K ranks (0: as MPI reports)")->group(ep);
-  cmd->add_option("--a2a", f->a2a, "sparse (counts, then only real rows) | padded (old all-reduce + padded all-to-all)")
-      ->group(ep)->capture_default_str();
-  cmd->add_option("--placement", f->placement, "expert placement file (docs/placement-format.md); default contiguous")->group(ep);
-  cmd->add_flag("--stats", f->stats, "print traffic per MoE layer, tokens per rank/expert, time per kernel")->group(ep);
-  cmd->add_option("--timeout", f->timeout, "seconds a rank waits for its peers before giving up")->group(ep)->capture_default_str();
-  cmd->add_option("--fault-kill-rank", f->kill_rank)->group("");  // tests: that rank SIGKILLs itself
+  cmd->add_option("--tp", f->tp,
+                  "TP ranks per DP group (DP = N / TP); heads split, experts never duplicated")
+      ->group(ep)
+      ->capture_default_str();
+  cmd->add_option("--ranks-per-node", f->ranks_per_node,
+                  "emulate machines of K ranks (0: as MPI reports)")
+      ->group(ep);
+  cmd->add_option(
+         "--a2a", f->a2a,
+         "sparse (counts, then only real rows) | padded (old all-reduce + padded all-to-all)")
+      ->group(ep)
+      ->capture_default_str();
+  cmd->add_option("--placement", f->placement,
+                  "expert placement file (docs/placement-format.md); default contiguous")
+      ->group(ep);
+  cmd->add_flag("--stats", f->stats,
+                "print traffic per MoE layer, tokens per rank/expert, time per kernel")
+      ->group(ep);
+  cmd->add_option("--timeout", f->timeout, "seconds a rank waits for its peers before giving up")
+      ->group(ep)
+      ->capture_default_str();
+  cmd->add_option("--fault-kill-rank", f->kill_rank)
+      ->group("");  // tests: that rank SIGKILLs itself
   cmd->add_option("--fault-kill-step", f->kill_step)->group("");
-  cmd->add_option("--fault-fail-load-rank", f->fail_load_rank)->group("");  // tests: that rank fails to load
+  cmd->add_option("--fault-fail-load-rank", f->fail_load_rank)
+      ->group("");  // tests: that rank fails to load
   cmd->callback([f, &ctx] {
     Status st = Run(*f);
     if (st.ok()) return;
-    if (st.message().empty()) ctx.exit_code = 1;
-    else ReportError(ctx, st.message());
+    if (st.message().empty())
+      ctx.exit_code = 1;
+    else
+      ReportError(ctx, st.message());
   });
 }
 

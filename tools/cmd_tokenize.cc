@@ -67,9 +67,10 @@ Status RunTokenize(const TokenizeFlags& f) {
   for (int64_t line_no = 1; std::getline(std::cin, line); ++line_no) {
     if (line.empty() || line == "\r") continue;
     const std::string where = "stdin line " + std::to_string(line_no);
-    nlohmann::json j;
+    // ordered_json keeps the keys in input order: templates see it (tojson, items()).
+    nlohmann::ordered_json j;
     try {
-      j = nlohmann::json::parse(line);
+      j = nlohmann::ordered_json::parse(line);
     } catch (const nlohmann::json::parse_error& e) {
       return Status::InvalidArgument(where + ": invalid JSON (byte " + std::to_string(e.byte) +
                                      ")");
@@ -101,6 +102,10 @@ Status RunTokenize(const TokenizeFlags& f) {
       }
       if (!j.contains("bos_token")) j["bos_token"] = tok->bos_token();
       if (!j.contains("eos_token")) j["eos_token"] = tok->eos_token();
+      // As transformers' apply_chat_template: these are always defined (None when not given).
+      if (!j.contains("add_generation_prompt")) j["add_generation_prompt"] = false;
+      if (!j.contains("tools")) j["tools"] = nullptr;
+      if (!j.contains("documents")) j["documents"] = nullptr;
       auto rendered = chat_template->Render(j);
       if (!rendered.ok()) return rendered.status().WithContext(where);
       if (f.render) {
