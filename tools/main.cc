@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
   RegisterPlaceCommand(app, ctx);
   RegisterPlanCommand(app, ctx);
   RegisterTokenizeCommand(app, ctx);
+#ifdef EPSERVE_HAVE_SERVE
+  RegisterServeCommand(app, ctx);
+#endif
   // (helpers add their Register*Command calls here)
   CLI11_PARSE(app, argc, argv);
   return ctx.exit_code;

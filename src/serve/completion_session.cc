@@ -1,0 +1,288 @@
+#include "serve/completion_session.h"
+
+#include <cstdio>
+#include <ctime>
+
+namespace epserve::serve {
+
+namespace {
+
+using Json = nlohmann::json;
+
+std::string RandomId(const char* prefix, uint64_t salt) {
+  static std::atomic<uint64_t> counter{0};
+  const uint64_t v = (static_cast<uint64_t>(std::time(nullptr)) << 20) ^
+                     (counter++ * 0x9e3779b97f4a7c15ull) ^ salt;
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%s%016llx", prefix, static_cast<unsigned long long>(v));
+  return buf;
+}
+
+ApiError ServerError(const std::string& message, int status = 500) {
+  return ApiError{.http_status = status, .message = message, .type = "server_error"};
+}
+
+}  // namespace
+
+std::variant<std::unique_ptr<CompletionSession>, ApiError> CompletionSession::Start(
+    ServeContext& ctx, CompletionParams params) {
+  if (!params.model.empty() && params.model != ctx.model_name)
+    return ApiError{.http_status = 404,
+                    .message = "The model '" + params.model + "' does not exist",
+                    .param = "model",
+                    .code = "model_not_found"};
+  std::vector<int32_t> prompt;
+  const text::Tokenizer& tok = *ctx.tokenizer;
+  if (params.endpoint == Endpoint::kChat) {
+    if (ctx.chat_template == nullptr)
+      return ApiError{.message = "the model has no chat template", .param = "messages"};
+    nlohmann::ordered_json context = {{"messages", params.messages},
+                                      {"add_generation_prompt", true},
+                                      {"bos_token", tok.bos_token()},
+                                      {"eos_token", tok.eos_token()},
+                                      {"tools", nullptr}};
+    StatusOr<std::string> rendered = ctx.chat_template->Render(context);
+    if (!rendered.ok())
+      return ApiError{.message = rendered.status().message(), .param = "messages"};
+    StatusOr<std::vector<int32_t>> ids = tok.Encode(*rendered);  // the template emits BOS
+    if (!ids.ok()) return ApiError{.message = ids.status().message(), .param = "messages"};
+    prompt = std::move(*ids);
+  } else if (params.prompt_text) {
+    StatusOr<std::vector<int32_t>> ids =
+        tok.Encode(*params.prompt_text, {.add_special_tokens = true});
+    if (!ids.ok()) return ApiError{.message = ids.status().message(), .param = "prompt"};
+    prompt = std::move(*ids);
+  } else {
+    prompt = params.prompt_ids;
+  }
+  if (prompt.empty()) return ApiError{.message = "the prompt is empty", .param = "prompt"};
+  std::unique_ptr<CompletionSession> s(
+      new CompletionSession(ctx, std::move(params), std::move(prompt)));
+  const CompletionParams& p = s->params_;
+  EngineRequest req{.prompt = s->prompt_,
+                    .sampling = {.temperature = p.temperature,
+                                 .top_p = p.top_p,
+                                 .top_k = p.top_k,
+                                 .seed = p.seed ? *p.seed : ctx.next_seed++},
+                    .max_tokens = p.max_tokens,
+                    .use_default_stop = !p.ignore_eos,
+                    .logprobs = p.logprobs};
+  StatusOr<RequestId> id = ctx.worker->Submit(std::move(req), s->stream_);
+  if (!id.ok()) {
+    if (id.status().code() == StatusCode::kUnavailable)
+      return ServerError(id.status().message(), 503);
+    return ApiError{.message = id.status().message(), .param = "prompt"};
+  }
+  s->id_ = *id;
+  return s;
+}
+
+CompletionSession::CompletionSession(ServeContext& ctx, CompletionParams params,
+                                     std::vector<int32_t> prompt)
+    : ctx_(ctx),
+      params_(std::move(params)),
+      prompt_(std::move(prompt)),
+      output_(*ctx.tokenizer, params_.stop),
+      created_(static_cast<int64_t>(std::time(nullptr))),
+      last_event_(std::chrono::steady_clock::now()) {
+  ++ctx_.num_sessions;
+  id_text_ = RandomId(params_.endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-",
+                      reinterpret_cast<uintptr_t>(this));
+}
+
+CompletionSession::~CompletionSession() {
+  if (!finished_) Cancel();
+  --ctx_.num_sessions;
+}
+
+void CompletionSession::Cancel() {
+  if (id_ != 0) ctx_.worker->Cancel(id_);
+}
+
+bool CompletionSession::Consume(const TokenEvent& ev, Piece* piece) {
+  if (ev.token >= 0) {
+    if (token_ids_.empty()) cached_tokens_ = ev.cached_prompt_tokens;
+    token_ids_.push_back(ev.token);
+    piece->tokens.push_back(&ev);
+    piece->text += output_.Add(ev.token);
+  }
+  if (output_.stopped()) {
+    finish_ = FinishReason::kStop;
+    // The engine need not generate past the stop string.
+    if (id_ != 0) ctx_.worker->Cancel(id_, FinishReason::kStop);
+  } else if (ev.finish != FinishReason::kNone) {
+    finish_ = ev.finish;
+    error_ = ev.error;
+    piece->text += output_.Finish();
+  } else {
+    return true;
+  }
+  finished_ = true;
+  text_ += piece->text;
+  return false;
+}
+
+std::string CompletionSession::FinishName() const {
+  return finish_ == FinishReason::kLength ? "length" : "stop";
+}
+
+Json CompletionSession::Usage() const {
+  const int64_t n = static_cast<int64_t>(token_ids_.size());
+  const int64_t p = static_cast<int64_t>(prompt_.size());
+  return {{"prompt_tokens", p},
+          {"completion_tokens", n},
+          {"total_tokens", p + n},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
+}
+
+Json CompletionSession::Logprobs(const std::vector<const TokenEvent*>& tokens,
+                                 size_t text_offset) const {
+  if (params_.logprobs < 0) return nullptr;
+  const text::Tokenizer& tok = *ctx_.tokenizer;
+  if (params_.endpoint == Endpoint::kChat) {
+    Json content = Json::array();
+    for (const TokenEvent* ev : tokens) {
+      auto entry = [&](int32_t id, float lp) {
+        const std::string t = TokenText(tok, id);
+        return Json{
+            {"token", t}, {"logprob", lp}, {"bytes", std::vector<uint8_t>(t.begin(), t.end())}};
+      };
+      Json e = entry(ev->token, ev->logprob);
+      e["top_logprobs"] = Json::array();
+      for (const auto& [id, lp] : ev->top_logprobs) e["top_logprobs"].push_back(entry(id, lp));
+      content.push_back(e);
+    }
+    return {{"content", content}};
+  }
+  Json out = {{"tokens", Json::array()},
+              {"token_logprobs", Json::array()},
+              {"top_logprobs", Json::array()},
+              {"text_offset", Json::array()}};
+  size_t offset = text_offset;
+  for (const TokenEvent* ev : tokens) {
+    const std::string t = TokenText(tok, ev->token);
+    out["tokens"].push_back(t);
+    out["token_logprobs"].push_back(ev->logprob);
+    Json top = Json::object();
+    for (const auto& [id, lp] : ev->top_logprobs) top[TokenText(tok, id)] = lp;
+    out["top_logprobs"].push_back(top);
+    out["text_offset"].push_back(offset);
+    offset += t.size();
+  }
+  return out;
+}
+
+std::variant<Json, ApiError> CompletionSession::Collect() {
+  Piece all;
+  std::vector<TokenEvent> batch;
+  while (!finished_) {
+    batch.clear();
+    if (!stream_->Pop(&batch, std::chrono::milliseconds(200))) {
+      if (std::chrono::steady_clock::now() - last_event_ > ctx_.idle_timeout)
+        return ServerError("the engine produced nothing for too long", 504);
+      continue;
+    }
+    last_event_ = std::chrono::steady_clock::now();
+    for (TokenEvent& ev : batch) {
+      events_.push_back(std::move(ev));
+      if (!Consume(events_.back(), &all)) break;
+    }
+  }
+  if (finish_ == FinishReason::kError) return ServerError("generation failed: " + error_);
+  if (finish_ == FinishReason::kCancelled) return ServerError("the request was cancelled", 503);
+  Json choice = {
+      {"index", 0}, {"logprobs", Logprobs(all.tokens, 0)}, {"finish_reason", FinishName()}};
+  if (params_.endpoint == Endpoint::kChat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text_}};
+  } else {
+    choice["text"] = text_;
+  }
+  if (params_.return_token_ids) choice["token_ids"] = token_ids_;
+  return Json{
+      {"id", id_text_},
+      {"object", params_.endpoint == Endpoint::kChat ? "chat.completion" : "text_completion"},
+      {"created", created_},
+      {"model", ctx_.model_name},
+      {"choices", Json::array({choice})},
+      {"usage", Usage()}};
+}
+
+Json CompletionSession::Chunk(const Piece& piece, const char* finish) {
+  Json choice = {{"index", 0}};
+  const size_t offset = text_.size() - piece.text.size();  // text_ already holds the piece
+  if (params_.endpoint == Endpoint::kChat) {
+    Json delta = Json::object();
+    if (!sent_role_) {
+      delta["role"] = "assistant";
+      sent_role_ = true;
+    }
+    if (!piece.text.empty() || finish == nullptr) delta["content"] = piece.text;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = piece.text;
+  }
+  choice["logprobs"] = Logprobs(piece.tokens, offset);
+  choice["finish_reason"] = finish != nullptr ? Json(finish) : Json(nullptr);
+  if (params_.return_token_ids) {
+    Json ids = Json::array();
+    for (const TokenEvent* ev : piece.tokens) ids.push_back(ev->token);
+    choice["token_ids"] = ids;
+  }
+  Json chunk = {
+      {"id", id_text_},
+      {"object", params_.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion"},
+      {"created", created_},
+      {"model", ctx_.model_name},
+      {"choices", Json::array({choice})}};
+  if (params_.include_usage) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+bool CompletionSession::NextSse(std::string* out, std::chrono::milliseconds wait) {
+  auto emit = [out](const Json& j) { *out += "data: " + j.dump() + "\n\n"; };
+  if (sent_done_) return true;
+  if (params_.endpoint == Endpoint::kChat && !sent_role_) emit(Chunk(Piece{}, nullptr));
+  std::vector<TokenEvent> batch;
+  if (!stream_->Pop(&batch, wait)) {
+    if (std::chrono::steady_clock::now() - last_event_ <= ctx_.idle_timeout) return false;
+    finished_ = true;
+    finish_ = FinishReason::kError;
+    error_ = "the engine produced nothing for too long";
+    Cancel();
+  }
+  if (!batch.empty()) last_event_ = std::chrono::steady_clock::now();
+  for (TokenEvent& ev : batch) {
+    events_.push_back(std::move(ev));
+    Piece piece;
+    const bool more = Consume(events_.back(), &piece);
+    if (more) {
+      text_ += piece.text;
+      if (!piece.text.empty() || (params_.logprobs >= 0 && !piece.tokens.empty()) ||
+          params_.return_token_ids)
+        emit(Chunk(piece, nullptr));
+      continue;
+    }
+    if (finish_ == FinishReason::kError || finish_ == FinishReason::kCancelled) break;
+    emit(Chunk(piece, FinishName().c_str()));
+    break;
+  }
+  if (!finished_) return false;
+  if (finish_ == FinishReason::kError || finish_ == FinishReason::kCancelled) {
+    emit(ServerError(finish_ == FinishReason::kError ? "generation failed: " + error_
+                                                     : "the request was cancelled")
+             .Body());
+  } else if (params_.include_usage) {
+    emit({{"id", id_text_},
+          {"object",
+           params_.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion"},
+          {"created", created_},
+          {"model", ctx_.model_name},
+          {"choices", Json::array()},
+          {"usage", Usage()}});
+  }
+  *out += "data: [DONE]\n\n";
+  sent_done_ = true;
+  return true;
+}
+
+}  // namespace epserve::serve

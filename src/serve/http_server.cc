@@ -1,0 +1,211 @@
+#include "serve/http_server.h"
+
+#include <httplib.h>
+
+#include <cstdio>
+#include <ctime>
+
+namespace epserve::serve {
+
+namespace {
+
+using Json = nlohmann::json;
+
+void SendError(httplib::Response& res, const ApiError& e) {
+  res.status = e.http_status;
+  res.set_content(e.Body().dump(), "application/json");
+}
+
+bool IsJson(const httplib::Request& req) {
+  std::string type = req.get_header_value("Content-Type");
+  for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return type.rfind("application/json", 0) == 0;
+}
+
+}  // namespace
+
+bool ConstantTimeEquals(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const std::string& ref =
+      a.size() == b.size() ? b : a;  // compare a with itself on length mismatch
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ ref[i]);
+  return diff == 0;
+}
+
+std::string MetricsText(const WorkerMetrics& m, const std::string& model_name) {
+  std::string out;
+  const std::string label = "model_name=\"" + model_name + "\"";
+  auto metric = [&](const char* name, const char* type, const char* help, const std::string& labels,
+                    double value) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.17g", value);
+    out += std::string(name) + "{" + labels + "} " + buf + "\n";
+  };
+  metric("epserve:num_requests_running", "gauge", "Requests holding cache blocks.", label,
+         m.num_running);
+  metric("epserve:num_requests_waiting", "gauge", "Requests queued for admission.", label,
+         m.num_waiting);
+  metric("epserve:kv_cache_usage_perc", "gauge",
+         "Share of KV cache blocks referenced by requests (1 = all).", label, m.kv_cache_usage);
+  metric("epserve:prompt_tokens_total", "counter", "Prompt tokens submitted.", label,
+         static_cast<double>(m.prompt_tokens));
+  metric("epserve:generation_tokens_total", "counter", "Tokens generated.", label,
+         static_cast<double>(m.generation_tokens));
+  metric("epserve:prefix_cache_queries_total", "counter",
+         "Prompt tokens looked up in the prefix cache.", label,
+         static_cast<double>(m.prefix_cache_queries));
+  metric("epserve:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",
+         label, static_cast<double>(m.prefix_cache_hits));
+  out +=
+      "# HELP epserve:request_success_total Requests finished, by finish reason.\n"
+      "# TYPE epserve:request_success_total counter\n";
+  for (const char* reason : {"stop", "length", "cancelled", "error"}) {
+    auto it = m.finished.find(reason);
+    out += "epserve:request_success_total{" + label + ",finished_reason=\"" + reason + "\"} " +
+           std::to_string(it == m.finished.end() ? 0 : it->second) + "\n";
+  }
+  return out;
+}
+
+HttpServer::HttpServer(ServeContext& ctx, HttpServerOptions options)
+    : ctx_(ctx), options_(std::move(options)), server_(std::make_unique<httplib::Server>()) {
+  const int threads = options_.num_threads;
+  server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server_->set_payload_max_length(options_.max_body_bytes);
+  server_->set_keep_alive_timeout(2);
+  server_->set_read_timeout(10);
+  server_->set_write_timeout(10);
+  Routes();
+}
+
+HttpServer::~HttpServer() = default;
+
+StatusOr<int> HttpServer::Bind() {
+  if (options_.port < 0 || options_.port > 65535)
+    return Status::InvalidArgument("--port must be in [0, 65535], got " +
+                                   std::to_string(options_.port));
+  if (options_.port == 0) {
+    const int port = server_->bind_to_any_port(options_.host);
+    if (port < 0) return Status::Unavailable("cannot bind to " + options_.host);
+    return port;
+  }
+  if (!server_->bind_to_port(options_.host, options_.port))
+    return Status::Unavailable("cannot bind to " + options_.host + ":" +
+                               std::to_string(options_.port) + " (in use?)");
+  return options_.port;
+}
+
+Status HttpServer::Serve() {
+  if (!server_->listen_after_bind())
+    return Status::Unavailable("the HTTP server stopped with an error");
+  return Status::Ok();
+}
+
+void HttpServer::Stop() { server_->stop(); }
+
+void HttpServer::Routes() {
+  const std::string key = options_.api_key;
+  server_->set_pre_routing_handler([key](const httplib::Request& req, httplib::Response& res) {
+    if (key.empty() || req.path.rfind("/v1/", 0) != 0)
+      return httplib::Server::HandlerResponse::Unhandled;
+    const std::string auth = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    const bool ok =
+        auth.rfind(prefix, 0) == 0 && ConstantTimeEquals(auth.substr(prefix.size()), key);
+    if (ok) return httplib::Server::HandlerResponse::Unhandled;
+    SendError(res, {.http_status = 401,
+                    .message = "Incorrect or missing API key (Authorization: Bearer <key>)",
+                    .code = "invalid_api_key"});
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // Answers the library's own errors (413, unknown routes, wrong methods) in OpenAI's shape.
+  server_->set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        ApiError e{.http_status = res.status, .message = "request failed"};
+        if (res.status == 413) {
+          e.message = "the request body is larger than --max-body-bytes";
+          e.code = "request_too_large";
+        } else if (res.status == 404) {
+          e.message = "no such route";
+        } else if (res.status == 405) {
+          e.message = "method not allowed";
+        }
+        SendError(res, e);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  server_->set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "internal error";
+        try {
+          if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        SendError(res, {.http_status = 500, .message = what, .type = "server_error"});
+      });
+
+  server_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("", "text/plain");
+    res.status = 200;
+  });
+  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(MetricsText(ctx_.worker->Metrics(), ctx_.model_name),
+                    "text/plain; version=0.0.4");
+  });
+  server_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    Json model = {{"id", ctx_.model_name},
+                  {"object", "model"},
+                  {"created", static_cast<int64_t>(std::time(nullptr))},
+                  {"owned_by", "epserve"},
+                  {"max_model_len", ctx_.max_model_len}};
+    res.set_content(Json{{"object", "list"}, {"data", Json::array({model})}}.dump(),
+                    "application/json");
+  });
+  auto completion = [this](Endpoint endpoint) {
+    return [this, endpoint](const httplib::Request& req, httplib::Response& res) {
+      if (!IsJson(req))
+        return SendError(res, {.message = "Content-Type must be application/json",
+                               .code = "invalid_content_type"});
+      nlohmann::ordered_json body = nlohmann::ordered_json::parse(req.body, nullptr, false);
+      if (body.is_discarded())
+        return SendError(res,
+                         {.message = "the request body is not valid JSON", .code = "invalid_json"});
+      auto parsed = ParseCompletionRequest(body, endpoint);
+      if (auto* e = std::get_if<ApiError>(&parsed)) return SendError(res, *e);
+      CompletionParams params = std::move(std::get<CompletionParams>(parsed));
+      const bool stream = params.stream;
+      auto started = CompletionSession::Start(ctx_, std::move(params));
+      if (auto* e = std::get_if<ApiError>(&started)) return SendError(res, *e);
+      std::shared_ptr<CompletionSession> session =
+          std::move(std::get<std::unique_ptr<CompletionSession>>(started));
+      if (!stream) {
+        auto result = session->Collect();
+        if (auto* e = std::get_if<ApiError>(&result)) return SendError(res, *e);
+        res.set_content(std::get<Json>(result).dump(), "application/json");
+        return;
+      }
+      res.set_header("Cache-Control", "no-cache");
+      res.set_chunked_content_provider(
+          "text/event-stream",
+          [session](size_t, httplib::DataSink& sink) {
+            std::string out;
+            const bool done = session->NextSse(&out, std::chrono::milliseconds(100));
+            // A failed write or a dead socket while waiting: the client is gone.
+            if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+            if (out.empty() && !sink.is_writable()) return false;
+            if (done) sink.done();
+            return true;
+          },
+          [session](bool success) {
+            if (!success) session->Cancel();
+          });
+    };
+  };
+  server_->Post("/v1/completions", completion(Endpoint::kCompletions));
+  server_->Post("/v1/chat/completions", completion(Endpoint::kChat));
+}
+
+}  // namespace epserve::serve

@@ -1,0 +1,53 @@
+// The OpenAI-compatible HTTP front end (cpp-httplib): /v1/completions, /v1/chat/completions
+// (both also as server-sent events), /v1/models, /health, /metrics. docs/serving-api.md lists
+// the parameters, errors and metrics.
+// Thread safety: Stop() may be called from any thread (e.g. a signal thread) while Serve()
+// runs; everything else from the owning thread. The ServeContext must outlive the server.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "serve/completion_session.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace epserve::serve {
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;      // 0: any free port
+  std::string api_key;  // non-empty: /v1/* needs "Authorization: Bearer <key>"
+  size_t max_body_bytes = 1 << 20;
+  int num_threads = 64;  // connections served at once (each stream holds one)
+};
+
+class HttpServer {
+ public:
+  HttpServer(ServeContext& ctx, HttpServerOptions options);
+  ~HttpServer();
+  // Binds the listening socket; returns the port (the chosen one for port 0).
+  StatusOr<int> Bind();
+  // Serves until Stop(). REQUIRES: Bind() succeeded.
+  Status Serve();
+  void Stop();
+
+ private:
+  void Routes();
+
+  ServeContext& ctx_;
+  HttpServerOptions options_;
+  std::unique_ptr<httplib::Server> server_;
+};
+
+// A Prometheus text exposition of the worker's counters (docs/serving-api.md, "Metrics").
+std::string MetricsText(const WorkerMetrics& m, const std::string& model_name);
+
+// Whether `a` equals `b`, in time that depends only on their lengths.
+bool ConstantTimeEquals(const std::string& a, const std::string& b);
+
+}  // namespace epserve::serve

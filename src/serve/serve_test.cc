@@ -1,0 +1,133 @@
+// Unit tests of the parts of src/serve that need no model: request parsing and its errors,
+// stop strings over incremental decoding, the API key comparison and the metrics text.
+#include <gtest/gtest.h>
+
+#include "serve/http_server.h"
+#include "serve/openai_request.h"
+#include "serve/output_text.h"
+
+namespace epserve::serve {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::unique_ptr<text::Tokenizer> WordTokenizer() {
+  nlohmann::json tok = {{"added_tokens", nlohmann::json::array()},
+                        {"normalizer", nullptr},
+                        {"pre_tokenizer", nullptr},
+                        {"post_processor", nullptr},
+                        {"decoder", {{"type", "Fuse"}}},
+                        {"model",
+                         {{"type", "BPE"},
+                          {"vocab", {{"he", 0}, {"llo", 1}, {" wor", 2}, {"ld", 3}, {"!", 4}}},
+                          {"merges", nlohmann::json::array()}}}};
+  auto t = text::Tokenizer::FromJson(tok, nullptr);
+  EXPECT_TRUE(t.ok()) << t.status().message();
+  return std::move(*t);
+}
+
+std::string Generate(const text::Tokenizer& tok, std::vector<std::string> stop,
+                     const std::vector<int32_t>& ids, bool* stopped) {
+  OutputText out(tok, std::move(stop));
+  std::string text;
+  for (int32_t id : ids) text += out.Add(id);
+  text += out.Finish();
+  *stopped = out.stopped();
+  return text;
+}
+
+TEST(OutputText, StopStringsCutTheTextBeforeTheFirstMatch) {
+  auto tok = WordTokenizer();
+  bool stopped = false;
+  EXPECT_EQ(Generate(*tok, {}, {0, 1, 2, 3, 4}, &stopped), "hello world!");
+  EXPECT_FALSE(stopped);
+  EXPECT_EQ(Generate(*tok, {"lo w"}, {0, 1, 2, 3, 4}, &stopped), "hel");
+  EXPECT_TRUE(stopped);
+  EXPECT_EQ(Generate(*tok, {"zz", "d!"}, {0, 1, 2, 3, 4}, &stopped), "hello worl");
+  EXPECT_TRUE(stopped);
+  // A stop string that never completes: the held-back prefix comes out at the end.
+  EXPECT_EQ(Generate(*tok, {"ld?"}, {0, 1, 2, 3}, &stopped), "hello world");
+  EXPECT_FALSE(stopped);
+}
+
+TEST(OutputText, HoldsBackOnlyAPossibleStopPrefix) {
+  auto tok = WordTokenizer();
+  OutputText out(*tok, {"llo!"});
+  EXPECT_EQ(out.Add(0), "he");
+  EXPECT_EQ(out.Add(1), "");  // "llo" may begin "llo!"
+  EXPECT_EQ(out.Add(2), "llo wor");
+}
+
+ApiError ErrorOf(const std::string& body, Endpoint e = Endpoint::kCompletions) {
+  auto r = ParseCompletionRequest(Json::parse(body), e);
+  EXPECT_TRUE(std::holds_alternative<ApiError>(r)) << body;
+  return std::holds_alternative<ApiError>(r) ? std::get<ApiError>(r) : ApiError{};
+}
+
+TEST(ParseCompletionRequest, Errors) {
+  EXPECT_EQ(ErrorOf(R"({"max_tokens": 3})").param, "prompt");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x"})", Endpoint::kChat).param, "messages");
+  EXPECT_EQ(ErrorOf(R"({"prompt": [1, -2]})").param, "prompt");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "max_tokens": 0})").param, "max_tokens");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "max_tokens": 1.5})").param, "max_tokens");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "temperature": -0.1})").param, "temperature");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "top_p": 0})").param, "top_p");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "n": 3})").param, "n");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "stop": [1]})").param, "stop");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "stream": "yes"})").param, "stream");
+  EXPECT_EQ(ErrorOf(R"({"messages": [{"content": "x"}]})", Endpoint::kChat).param, "messages[0]");
+  EXPECT_EQ(ErrorOf(R"([1])").http_status, 400);
+  const Json body = ErrorOf(R"({"prompt": "x", "n": 3})").Body();
+  EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+  EXPECT_TRUE(body["error"]["code"].is_null());
+}
+
+TEST(ParseCompletionRequest, Values) {
+  auto r = ParseCompletionRequest(
+      Json::parse(R"({"model": "m", "prompt": [3, 4], "max_tokens": 7, "temperature": 0,
+                      "top_k": -1, "seed": 9, "stop": "x", "logprobs": 2, "stream": true,
+                      "stream_options": {"include_usage": true}, "ignore_eos": true})"),
+      Endpoint::kCompletions);
+  ASSERT_TRUE(std::holds_alternative<CompletionParams>(r));
+  const CompletionParams& p = std::get<CompletionParams>(r);
+  EXPECT_EQ(p.model, "m");
+  EXPECT_EQ(p.prompt_ids, (std::vector<int32_t>{3, 4}));
+  EXPECT_EQ(p.max_tokens, 7);
+  EXPECT_EQ(p.temperature, 0.0f);
+  EXPECT_EQ(p.top_k, 0);
+  EXPECT_EQ(*p.seed, 9u);
+  EXPECT_EQ(p.stop, (std::vector<std::string>{"x"}));
+  EXPECT_EQ(p.logprobs, 2);
+  EXPECT_TRUE(p.stream && p.include_usage && p.ignore_eos);
+  auto chat = ParseCompletionRequest(
+      Json::parse(R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true,
+                      "top_logprobs": 3, "max_completion_tokens": 5})"),
+      Endpoint::kChat);
+  ASSERT_TRUE(std::holds_alternative<CompletionParams>(chat));
+  EXPECT_EQ(std::get<CompletionParams>(chat).logprobs, 3);
+  EXPECT_EQ(std::get<CompletionParams>(chat).max_tokens, 5);
+}
+
+TEST(ConstantTimeEquals, ComparesWholeStrings) {
+  EXPECT_TRUE(ConstantTimeEquals("key", "key"));
+  EXPECT_FALSE(ConstantTimeEquals("key", "kez"));
+  EXPECT_FALSE(ConstantTimeEquals("key", "key2"));
+  EXPECT_FALSE(ConstantTimeEquals("", "k"));
+}
+
+TEST(MetricsText, NamesEveryMetric) {
+  WorkerMetrics m;
+  m.num_running = 2;
+  m.generation_tokens = 17;
+  m.finished["length"] = 3;
+  const std::string t = MetricsText(m, "tiny");
+  EXPECT_NE(t.find("epserve:num_requests_running{model_name=\"tiny\"} 2\n"), std::string::npos);
+  EXPECT_NE(t.find("epserve:generation_tokens_total{model_name=\"tiny\"} 17\n"), std::string::npos);
+  EXPECT_NE(t.find("finished_reason=\"length\"} 3\n"), std::string::npos);
+  for (const char* name : {"num_requests_waiting", "kv_cache_usage_perc", "prompt_tokens_total",
+                           "prefix_cache_hits_total", "prefix_cache_queries_total"})
+    EXPECT_NE(t.find(std::string("epserve:") + name + "{"), std::string::npos) << name;
+}
+
+}  // namespace
+}  // namespace epserve::serve

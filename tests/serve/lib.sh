@@ -1,0 +1,47 @@
+# Shared by the serve tests: start `epserve serve` on a free port, stop it, small JSON checks.
+# Every wait is bounded; the server is killed on exit whatever happens.
+SERVER_PID=""
+trap 'if [[ -n $SERVER_PID ]]; then kill -KILL $SERVER_PID 2>/dev/null || true; fi' EXIT
+
+# start_server LOG ARGS...: sets SERVER_PID, PORT and BASE.
+start_server() {
+  local log=$1
+  shift
+  "$EPSERVE" serve --port 0 --kv-memory 64M --threads 1 "$@" >"$log" 2>&1 &
+  SERVER_PID=$!
+  for _ in $(seq 1 300); do
+    grep -q '^epserve: serving .* on http://' "$log" && break
+    if ! kill -0 "$SERVER_PID" 2>/dev/null; then cat "$log"; echo "FAIL: the server exited"; exit 1; fi
+    sleep 0.1
+  done
+  PORT=$(sed -n 's|^epserve: serving .* on http://[^:]*:\([0-9]*\)$|\1|p' "$log")
+  [[ -n $PORT ]] || { cat "$log"; echo "FAIL: no 'serving ... on' line in 30 s"; exit 1; }
+  BASE=http://127.0.0.1:$PORT
+}
+
+# stop_server: SIGTERM, then the server must exit 0 within 10 s.
+stop_server() {
+  kill -TERM "$SERVER_PID"
+  for _ in $(seq 1 100); do
+    kill -0 "$SERVER_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$SERVER_PID" 2>/dev/null; then echo "FAIL: no exit 10 s after SIGTERM"; exit 1; fi
+  local rc=0
+  wait "$SERVER_PID" || rc=$?
+  SERVER_PID=""
+  [[ $rc -eq 0 ]] || { echo "FAIL: the server exited with $rc after SIGTERM"; exit 1; }
+}
+
+fail() { echo "FAIL: $*"; exit 1; }
+
+# metric NAME_AND_LABELS: the value of one /metrics line (prefix match on the name and labels).
+metric() {
+  curl -s --max-time 5 "$BASE/metrics" | /usr/bin/python3 -c '
+import sys
+want = sys.argv[1]
+for line in sys.stdin:
+    if line.startswith(want) and not line.startswith("#"):
+        print(line.rsplit(" ", 1)[1].strip()); break
+' "$1"
+}
