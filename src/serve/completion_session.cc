@@ -144,8 +144,7 @@ Json CompletionSession::Logprobs(const std::vector<const TokenEvent*>& tokens,
     for (const TokenEvent* ev : tokens) {
       auto entry = [&](int32_t id, float lp) {
         const std::string t = TokenText(tok, id);
-        return Json{
-            {"token", t}, {"logprob", lp}, {"bytes", std::vector<uint8_t>(t.begin(), t.end())}};
+        return Json{{"token", t}, {"logprob", lp}, {"bytes", TokenBytes(tok, id)}};
       };
       Json e = entry(ev->token, ev->logprob);
       e["top_logprobs"] = Json::array();

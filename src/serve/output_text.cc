@@ -57,4 +57,10 @@ std::string TokenText(const text::Tokenizer& tokenizer, int32_t id) {
   return s.ok() ? *s : std::string();
 }
 
+std::vector<uint8_t> TokenBytes(const text::Tokenizer& tokenizer, int32_t id) {
+  std::string bytes;
+  if (!tokenizer.DecodeBytes(std::vector<int32_t>{id}, {}, &bytes).ok()) return {};
+  return std::vector<uint8_t>(bytes.begin(), bytes.end());
+}
+
 }  // namespace epserve::serve

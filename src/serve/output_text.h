@@ -33,5 +33,7 @@ class OutputText {
 
 // The text of one token for logprobs ("tokens", "token"): its decoding alone, lossy.
 std::string TokenText(const text::Tokenizer& tokenizer, int32_t id);
+// Its raw bytes (chat logprobs' "bytes"): may be part of a UTF-8 character.
+std::vector<uint8_t> TokenBytes(const text::Tokenizer& tokenizer, int32_t id);
 
 }  // namespace epserve::serve

@@ -70,6 +70,17 @@ assert text == msg["content"], (text, msg)
 assert chunks[-1]["choices"][0]["finish_reason"] == "length"
 PYEOF
 
+# Chat logprobs: one entry per token with its bytes and the top 2; greedy picks the top one.
+[[ $(post /v1/chat/completions "$CHAT, \"logprobs\": true, \"top_logprobs\": 2}") == 200 ]] || fail "chat logprobs"
+$PY -c '
+import json, sys
+r = json.load(open(sys.argv[1])); content = r["choices"][0]["logprobs"]["content"]
+assert len(content) == r["usage"]["completion_tokens"] == 8, r
+for e in content:
+    assert len(e["top_logprobs"]) == 2 and isinstance(e["bytes"], list), e
+    assert abs(e["logprob"] - e["top_logprobs"][0]["logprob"]) < 1e-5, e
+' "$WORK/out.json" || fail "chat logprobs shape"
+
 # Stop strings: the output ends right before the first occurrence, finish_reason "stop".
 LONG='{"prompt": [1, 5, 9], "max_tokens": 24, "temperature": 0, "ignore_eos": true'
 [[ $(post /v1/completions "$LONG}") == 200 ]] || fail "long completion"
