@@ -1,6 +1,7 @@
 #include "runtime/engine.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <map>
@@ -74,9 +75,18 @@ TEST(KvBlockPoolTest, EvictsLeastRecentlyReleasedCachedBlocksFirst) {
 class EngineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    loaded_ = LoadModel(testing::MakeTiny("engine"), {}).value().release();
+    // CTest runs each test of this suite as its own process, possibly at once: one model folder
+    // per process, or one would rewrite the files another has mapped.
+    dir_ = testing::MakeTiny("engine_" + std::to_string(::getpid()));
+    loaded_ = LoadModel(dir_, {}).value().release();
     pool_ = new ThreadPool(2);
     model_ = new Model(loaded_->config, *loaded_->weights, *pool_);
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete pool_;
+    delete loaded_;
+    std::filesystem::remove_all(dir_);
   }
   // Steps until the engine has no work; fails after `limit` steps (no hang).
   static std::vector<TokenEvent> Drain(Engine& e, int limit = 500) {
@@ -89,10 +99,12 @@ class EngineTest : public ::testing::Test {
     EXPECT_FALSE(e.HasWork()) << "engine still busy after " << limit << " steps";
     return all;
   }
+  static std::string dir_;
   static LoadedModel* loaded_;
   static ThreadPool* pool_;
   static Model* model_;
 };
+std::string EngineTest::dir_;
 LoadedModel* EngineTest::loaded_ = nullptr;
 ThreadPool* EngineTest::pool_ = nullptr;
 Model* EngineTest::model_ = nullptr;
