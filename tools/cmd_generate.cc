@@ -77,56 +77,6 @@ StatusOr<std::vector<int32_t>> ParseIds(const std::string& text, size_t idx) {
   return ids;
 }
 
-// MemAvailable from /proc/meminfo, in bytes (0 if unknown).
-int64_t AvailableMemory() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  int64_t kb = 0;
-  while (in >> key >> kb) {
-    if (key == "MemAvailable:") return kb * 1024;
-    in.ignore(1 << 10, '\n');
-  }
-  return 0;
-}
-
-// "512M", "2G", "1048576" or "30%" (of the memory available now).
-StatusOr<int64_t> ParseBytes(const std::string& text) {
-  if (!text.empty() && text.back() == '%') {
-    double pct = 0;
-    try {
-      pct = std::stod(text.substr(0, text.size() - 1));
-    } catch (const std::exception&) {
-      pct = -1;
-    }
-    if (pct <= 0 || pct > 100)
-      return Status::InvalidArgument("--kv-memory: \"" + text +
-                                     "\" is not a percentage in (0, 100]");
-    const int64_t avail = AvailableMemory();
-    if (avail == 0)
-      return Status::InvalidArgument("--kv-memory " + text +
-                                     ": /proc/meminfo has no MemAvailable; give bytes");
-    return static_cast<int64_t>(avail * pct / 100);
-  }
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0)
-    return Status::InvalidArgument("--kv-memory: \"" + text + "\" is not a size (e.g. 512M, 2G)");
-  std::string unit = text.substr(used);
-  double mul = unit.empty() || unit == "B" ? 1
-               : unit == "K"               ? 1024.0
-               : unit == "M"               ? 1024.0 * 1024
-               : unit == "G"               ? 1024.0 * 1024 * 1024
-                                           : -1;
-  if (mul < 0 || v <= 0)
-    return Status::InvalidArgument("--kv-memory: \"" + text + "\" is not a size (e.g. 512M, 2G)");
-  return static_cast<int64_t>(v * mul);
-}
-
 // Token ids of a --prompt: encoded with BOS, or with --chat rendered as one user message with
 // the model's chat template (which emits BOS itself) and a generation prompt.
 StatusOr<std::vector<int32_t>> EncodePrompt(const GenerateFlags& f, const std::string& dir,
@@ -289,7 +239,7 @@ Status Run(const GenerateFlags& f) {
   ASSIGN_OR_RETURN(EngineOptions engine, BuildEngineOptions(f));
   int64_t kv_bytes = 0;
   if (!f.kv_memory.empty()) {
-    ASSIGN_OR_RETURN(kv_bytes, ParseBytes(f.kv_memory));
+    ASSIGN_OR_RETURN(kv_bytes, ParseKvMemory(f.kv_memory));
   }
   if (f.expert_input != "f32" && f.expert_input != "fp8")
     return Status::InvalidArgument("--expert-input must be f32 or fp8, got " + f.expert_input);
@@ -322,10 +272,7 @@ Status Run(const GenerateFlags& f) {
                                      " holds not one cache block of " +
                                      std::to_string(engine.block_size) + " positions");
   } else {
-    for (const auto& r : reqs)
-      engine.num_blocks +=
-          (static_cast<int64_t>(r.prompt.size()) + r.max_tokens + engine.block_size - 1) /
-          engine.block_size;
+    engine.num_blocks = BlocksForAll(reqs, engine.block_size);
   }
   PrintPool(engine, c, Longest(reqs));
   Engine eng(model, engine);

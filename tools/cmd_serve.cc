@@ -36,48 +36,6 @@ struct ServeFlags {
   int threads = 0;
 };
 
-// MemAvailable from /proc/meminfo, in bytes (0 if unknown).
-// The same logic as cmd_generate.cc's ParseBytes; both could move to a shared tools helper.
-int64_t AvailableMemory() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  int64_t kb = 0;
-  while (in >> key >> kb) {
-    if (key == "MemAvailable:") return kb * 1024;
-    in.ignore(1 << 10, '\n');
-  }
-  return 0;
-}
-
-// "512M", "2G", "1048576" or "10%" (of the memory available now).
-StatusOr<int64_t> ParseBytes(const std::string& text) {
-  const Status bad = Status::InvalidArgument("--kv-memory: \"" + text +
-                                             "\" is not a size (e.g. 512M, 2G) or a percentage");
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    return bad;
-  }
-  const std::string unit = text.substr(used);
-  if (unit == "%") {
-    if (v <= 0 || v > 100) return bad;
-    const int64_t avail = AvailableMemory();
-    if (avail == 0)
-      return Status::InvalidArgument("--kv-memory " + text +
-                                     ": /proc/meminfo has no MemAvailable; give bytes");
-    return static_cast<int64_t>(avail * v / 100);
-  }
-  const double mul = unit.empty() || unit == "B" ? 1
-                     : unit == "K"               ? 1024.0
-                     : unit == "M"               ? 1024.0 * 1024
-                     : unit == "G"               ? 1024.0 * 1024 * 1024
-                                                 : -1;
-  if (mul < 0 || v <= 0) return bad;
-  return static_cast<int64_t>(v * mul);
-}
-
 // Set by the SIGINT/SIGTERM handler. A handler, not a blocked mask with sigwait: libraries
 // (OpenBLAS) start threads before main, and any of them could take a process signal.
 std::atomic<int> g_stop_signal{0};
@@ -114,7 +72,7 @@ Status RunServe(const ServeFlags& f) {
   if (f.block_size < 1) return Status::InvalidArgument("--block-size must be >= 1");
   if (f.max_body_bytes < 1) return Status::InvalidArgument("--max-body-bytes must be >= 1");
   ASSIGN_OR_RETURN(KvDType dtype, ParseKvDType(f.kv_dtype));
-  ASSIGN_OR_RETURN(int64_t kv_bytes, ParseBytes(f.kv_memory));
+  ASSIGN_OR_RETURN(int64_t kv_bytes, ParseKvMemory(f.kv_memory));
   std::string dir = f.model;
   if (dir.empty()) {
     ASSIGN_OR_RETURN(dir, EnsureDefaultModel());

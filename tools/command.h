@@ -6,11 +6,17 @@
 
 #include <string>
 
+#include "base/status.h"
+
 namespace epserve::tools {
 
 struct CommandContext {
   int exit_code = 0;
 };
+
+// A --kv-memory value in bytes: "1048576", "512K", "512M", "2G", or "30%" of the memory
+// available now (MemAvailable). Errors name the flag and the value. (kv_memory.cc)
+StatusOr<int64_t> ParseKvMemory(const std::string& text);
 
 // Prints "epserve: error: <message>" to stderr and sets the exit code to 1.
 void ReportError(CommandContext& ctx, const std::string& message);

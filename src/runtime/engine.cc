@@ -180,8 +180,6 @@ StatusOr<RequestId> Engine::Submit(EngineRequest r) {
     if (t < 0 || t >= c.vocab_size)
       return Status::InvalidArgument("stop token " + std::to_string(t) +
                                      " is outside the vocabulary");
-  for (int32_t t : r.stop_ids)
-    if (t < 0) return Status::InvalidArgument("bad stop token");
   if (r.logprobs > 20)
     return Status::InvalidArgument("logprobs must be at most 20, got " +
                                    std::to_string(r.logprobs));

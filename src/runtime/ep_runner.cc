@@ -25,13 +25,6 @@ Status Agree(comm::Communicator& world, const Status& mine) {
   return Status::Ok();
 }
 
-// Blocks for every request's prompt and output at once (no preemption ever needed).
-int64_t BlocksForAll(const std::vector<GenerateRequest>& requests, int64_t block_size) {
-  int64_t blocks = 0;
-  for (const auto& r : requests) blocks += (static_cast<int64_t>(r.prompt.size()) + r.max_tokens + block_size - 1) / block_size;
-  return std::max<int64_t>(blocks, 1);
-}
-
 Status CheckLayout(const EpRunOptions& o, int n, const std::vector<int>& node_of, const ModelConfig& c) {
   if (o.tp < 1 || n % o.tp != 0)
     return Status::InvalidArgument("-np " + std::to_string(n) + " is not a multiple of --tp " + std::to_string(o.tp));

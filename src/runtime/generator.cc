@@ -131,6 +131,13 @@ StatusOr<GenerateResult> RunRequests(Engine& engine, const std::vector<GenerateR
   return res;
 }
 
+int64_t BlocksForAll(const std::vector<GenerateRequest>& requests, int64_t block_size) {
+  int64_t blocks = 0;
+  for (const auto& r : requests)
+    blocks += (static_cast<int64_t>(r.prompt.size()) + r.max_tokens + block_size - 1) / block_size;
+  return std::max<int64_t>(blocks, 1);
+}
+
 StatusOr<std::vector<GenerateRequest>> ReadArrivals(const std::string& path,
                                                     int default_max_tokens) {
   std::ifstream in(path);

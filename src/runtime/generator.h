@@ -64,6 +64,10 @@ struct GenerateResult {
 StatusOr<GenerateResult> RunRequests(Engine& engine, const std::vector<GenerateRequest>& requests,
                                      const GenerateOptions& options);
 
+// Cache blocks of block_size positions that hold every request's prompt and output at once (so
+// no request is ever preempted); at least 1. The default pool size of `generate`.
+int64_t BlocksForAll(const std::vector<GenerateRequest>& requests, int64_t block_size);
+
 // Parses an arrivals file: JSON lines of {"step": N, "prompt_ids": [...], "max_tokens": M} with
 // optional "cancel_step", "temperature", "top_p", "top_k", "seed", "stop_ids", "ignore_eos".
 // Errors name the file, line and field.
