@@ -141,11 +141,11 @@ TEST_F(EngineTest, ChunkedPrefillYieldsLogitsOnlyAtThePromptEnd) {
 TEST_F(EngineTest, StopsAtAStopTokenAndCancelsWaitingAndRunning) {
   // Greedy output of a prompt, then the same prompt with its second token as a stop id.
   Engine e(*model_, {.block_size = 16, .num_blocks = 16});
-  auto a = e.Submit({.prompt = Range(30, 5), .max_tokens = 6, .use_default_stop = false});
+  ASSERT_TRUE(e.Submit({.prompt = Range(30, 5), .max_tokens = 6, .use_default_stop = false}).ok());
   std::vector<int32_t> out;
   for (auto& ev : Drain(e)) out.push_back(ev.token);
   ASSERT_EQ(out.size(), 6u);
-  auto b = e.Submit({.prompt = Range(30, 5), .max_tokens = 6, .stop_ids = {out[1]}});
+  ASSERT_TRUE(e.Submit({.prompt = Range(30, 5), .max_tokens = 6, .stop_ids = {out[1]}}).ok());
   auto ev = Drain(e);
   ASSERT_GE(ev.size(), 2u);
   EXPECT_EQ(ev.back().finish, FinishReason::kStop);
@@ -160,8 +160,6 @@ TEST_F(EngineTest, StopsAtAStopTokenAndCancelsWaitingAndRunning) {
   for (auto& x : all) cancelled += x.request == c && x.finish == FinishReason::kCancelled;
   EXPECT_EQ(cancelled, 1);
   EXPECT_EQ(all.back().request, d);
-  (void)a;
-  (void)b;
 }
 
 TEST_F(EngineTest, LogprobsAreNormalisedAndTopNIsSorted) {

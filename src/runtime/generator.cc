@@ -67,9 +67,9 @@ StatusOr<GenerateResult> RunRequests(Engine& engine, const std::vector<GenerateR
     else if (tp)
       RETURN_IF_ERROR(opt.group->AllReduceMax(&active, 1));
     if (active == 0) {
-      if (leader) plan.chunks.clear();
+      // The plan is empty; Complete still hands out what this step's Schedule cancelled.
       if (leader) {
-        for (TokenEvent& ev : engine.Complete(plan, logits)) {  // cancellations still pending
+        for (TokenEvent& ev : engine.Complete(plan, logits)) {
           RequestResult& r = res.requests[index_of[ev.request]];
           r.finish = ev.finish;
           r.finish_step = step;
