@@ -11,7 +11,7 @@
 
 #include "runtime/engine.h"
 #include "runtime/loaded_model.h"
-#include "serve/engine_worker.h"
+#include "runtime/engine_worker.h"
 #include "serve/http_server.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -105,7 +105,7 @@ Status RunServe(const ServeFlags& f) {
               KvDTypeName(dtype));
 
   Engine engine(model, eo);
-  serve::EngineWorker worker(engine);
+  EngineWorker worker(engine);
   serve::ServeContext ctx;
   ctx.worker = &worker;
   ctx.tokenizer = tok.get();

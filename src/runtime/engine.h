@@ -56,6 +56,9 @@ struct TokenEvent {
   std::string error;                 // kError only
   int64_t cached_prompt_tokens = 0;  // on the first token: prompt tokens whose cache was reused
   std::vector<float> logits;         // EngineOptions::keep_logits only: the row the token came from
+  // kError from a group that failed (not from the request) before the request produced a
+  // token: another group may run it from the start.
+  bool retryable = false;
 };
 
 struct EngineOptions {

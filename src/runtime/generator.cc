@@ -6,13 +6,14 @@
 #include <nlohmann/json.hpp>
 
 #include "base/timer.h"
+#include "runtime/lockstep.h"
 
 namespace epserve {
 
 StatusOr<GenerateResult> RunRequests(Engine& engine, const std::vector<GenerateRequest>& requests,
                                      const GenerateOptions& opt) {
-  const bool leader = opt.group == nullptr || opt.group->rank() == 0;
-  const bool tp = opt.group != nullptr && opt.group->size() > 1;
+  const Lockstep ls{.world = opt.world, .group = opt.group};
+  const bool leader = ls.leader();
   GenerateResult res;
   res.requests.resize(requests.size());
   // Submission order: by arrival step, then as given.
@@ -32,7 +33,7 @@ StatusOr<GenerateResult> RunRequests(Engine& engine, const std::vector<GenerateR
   for (int step = 0;; ++step) {
     if (opt.on_step) opt.on_step(step);
     StepPlan plan;
-    int64_t active = 0;
+    StepVote vote;
     if (leader) {
       for (; next < order.size() && requests[order[next]].arrival_step <= step; ++next) {
         const size_t i = order[next];
@@ -60,13 +61,10 @@ StatusOr<GenerateResult> RunRequests(Engine& engine, const std::vector<GenerateR
         it = cancels.erase(it);
       }
       plan = engine.Schedule();
-      active = (!plan.chunks.empty() || engine.HasWork() || next < order.size()) ? 1 : 0;
+      vote.active = (!plan.chunks.empty() || engine.HasWork() || next < order.size()) ? 1 : 0;
     }
-    if (opt.world != nullptr)
-      RETURN_IF_ERROR(opt.world->AllReduceMax(&active, 1));
-    else if (tp)
-      RETURN_IF_ERROR(opt.group->AllReduceMax(&active, 1));
-    if (active == 0) {
+    RETURN_IF_ERROR(AgreeStep(ls, &vote));
+    if (vote.active == 0) {
       // The plan is empty; Complete still hands out what this step's Schedule cancelled.
       if (leader) {
         for (TokenEvent& ev : engine.Complete(plan, logits)) {
@@ -77,17 +75,8 @@ StatusOr<GenerateResult> RunRequests(Engine& engine, const std::vector<GenerateR
       }
       break;
     }
-    if (tp) {
-      std::string bytes = leader ? plan.Serialize() : std::string();
-      RETURN_IF_ERROR(opt.group->Broadcast(&bytes, 0));
-      if (!leader) {
-        ASSIGN_OR_RETURN(plan, StepPlan::Deserialize(bytes));
-      }
-    }
     const double t0 = NowSeconds();
-    const bool distributed = opt.world != nullptr || tp;
-    if (!plan.chunks.empty() || distributed)
-      RETURN_IF_ERROR(ExecutePlan(engine.model(), plan, engine.pool().blocks(), &logits));
+    RETURN_IF_ERROR(RunStepPlan(ls, engine.model(), &plan, engine.pool().blocks(), &logits));
     const double dt = NowSeconds() - t0;
     ++res.steps;
     bool prefill = false;

@@ -15,7 +15,7 @@
 #include <variant>
 #include <vector>
 
-#include "serve/engine_worker.h"
+#include "runtime/engine_worker.h"
 #include "serve/openai_request.h"
 #include "serve/output_text.h"
 #include "text/chat_template.h"

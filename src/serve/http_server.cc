@@ -47,7 +47,7 @@ std::string MetricsText(const WorkerMetrics& m, const std::string& model_name) {
   metric("epserve:num_requests_waiting", "gauge", "Requests queued for admission.", label,
          m.num_waiting);
   metric("epserve:kv_cache_usage_perc", "gauge",
-         "Share of KV cache blocks referenced by requests (1 = all).", label, m.kv_cache_usage);
+         "Share of KV cache blocks referenced by requests (1 = all).", label, m.kv_cache_usage());
   metric("epserve:prompt_tokens_total", "counter", "Prompt tokens submitted.", label,
          static_cast<double>(m.prompt_tokens));
   metric("epserve:generation_tokens_total", "counter", "Tokens generated.", label,

@@ -1,10 +1,18 @@
-// EngineWorker: one Engine driven by one dedicated thread, fed by many HTTP threads.
+// EngineWorker: one Engine driven by one stepping thread, fed by many request threads (HTTP in
+// `epserve serve`, gRPC in `epserve engine`).
 //
-// HTTP threads call Submit (answered by the engine thread, so the engine's own validation
-// errors come back synchronously) and Cancel; both go through a mutex-protected queue that
-// the engine thread drains before every step. With nothing queued and no work the engine
-// thread sleeps on a condition variable. Each request's TokenEvents go to its RequestStream,
-// which the submitting thread waits on with a timeout.
+// Request threads call Submit (answered by the stepping thread, so the engine's own validation
+// errors come back synchronously) and Cancel; both go through a mutex-protected queue that the
+// stepping thread drains before every step. In one process, with nothing queued and no work,
+// the stepping thread sleeps on a condition variable. Under expert parallelism
+// (options.lockstep) every rank runs a worker and they step in lock-step (runtime/lockstep.h):
+// idle ranks agree every `idle_poll` whether anyone has work, TP followers replay their leader's
+// plans, and a stop asked of any rank (RequestStop, e.g. on SIGTERM) winds every rank down
+// together. MPI is initialised for one calling thread, so a distributed worker steps on the
+// thread that calls Run() instead of its own.
+//
+// Each request's TokenEvents go to its RequestStream, which the submitting thread waits on with
+// a timeout.
 //
 // Thread safety: every public method of EngineWorker and RequestStream may be called from any
 // thread. The Engine (and its Model) must outlive the worker and must not be touched by anyone
@@ -25,13 +33,14 @@
 
 #include "base/status.h"
 #include "runtime/engine.h"
+#include "runtime/lockstep.h"
 
-namespace epserve::serve {
+namespace epserve {
 
 // The events of one request, in order. The last one carries a finish reason.
 class RequestStream {
  public:
-  // Engine thread.
+  // Stepping thread (or an RPC client's reader).
   void Push(TokenEvent event);
   // Moves the queued events into *out, waiting up to `timeout` for at least one. Returns
   // false when none arrived in time.
@@ -47,39 +56,59 @@ class RequestStream {
   std::atomic<bool> abandoned_{false};
 };
 
-// Counters for /metrics; a consistent copy taken under the worker's lock.
+// An engine's counters (for /metrics and routing); a consistent copy taken under the worker's
+// lock.
 struct WorkerMetrics {
   int num_running = 0, num_waiting = 0;
-  double kv_cache_usage = 0;  // referenced blocks / pool blocks, in [0, 1]
+  int64_t kv_blocks_total = 0, kv_blocks_used = 0;  // used: referenced by requests
   int64_t prompt_tokens = 0, generation_tokens = 0;
   int64_t prefix_cache_queries = 0, prefix_cache_hits = 0;  // prompt tokens / cached ones
   std::map<std::string, int64_t> finished;                  // finish reason -> requests
+  double kv_cache_usage() const {
+    return kv_blocks_total > 0 ? static_cast<double>(kv_blocks_used) / kv_blocks_total : 0;
+  }
+};
+
+struct EngineWorkerOptions {
+  Lockstep lockstep;  // default: one process, own thread
+  // Distributed: how long idle ranks wait between agreements (the latency a new request can
+  // add to an idle world).
+  std::chrono::milliseconds idle_poll{2};
 };
 
 class EngineWorker {
  public:
-  explicit EngineWorker(Engine& engine);
+  // One process: starts the stepping thread. Distributed: the caller must call Run().
+  explicit EngineWorker(Engine& engine, EngineWorkerOptions options = {});
   ~EngineWorker();  // Shutdown()
   EngineWorker(const EngineWorker&) = delete;
   EngineWorker& operator=(const EngineWorker&) = delete;
 
+  // Distributed only: steps on the calling thread until every rank was asked to stop (or a
+  // collective failed: its error). Returns at once in one process.
+  Status Run();
+
   // Queues the request; events go to `stream`. Errors: the engine's (InvalidArgument), or
-  // Unavailable after shutdown began or when the engine thread does not answer in `timeout`.
+  // Unavailable after shutdown began or when the stepping thread does not answer in `timeout`.
   StatusOr<RequestId> Submit(EngineRequest request, std::shared_ptr<RequestStream> stream,
                              std::chrono::milliseconds timeout = std::chrono::seconds(60));
   // The request ends with FinishReason::kCancelled at the next step; unknown ids are ignored.
-  // `count_as` is the reason /metrics counts it under (kStop when a stop string ended it).
+  // `count_as` is the reason the metrics count it under (kStop when a stop string ended it).
   void Cancel(RequestId id, FinishReason count_as = FinishReason::kCancelled);
   // Stops accepting requests and cancels every request still queued or running.
   void CancelAll();
-  // CancelAll, lets the engine finish the cancellations, joins the thread. Idempotent.
+  // CancelAll, and the stepping loop ends once the cancellations are done (on every rank when
+  // distributed). Safe from a signal-watching thread.
+  void RequestStop();
+  // RequestStop, then joins the stepping thread (one process). Idempotent.
   void Shutdown();
+  bool accepting() const;
 
   WorkerMetrics Metrics() const;
 
  private:
   struct PendingSubmit;
-  void Loop();
+  Status Loop();
   void ApplyQueued(std::vector<std::shared_ptr<PendingSubmit>> submits,
                    std::vector<std::pair<RequestId, FinishReason>> cancels, bool cancel_all);
   void Deliver(std::vector<TokenEvent> events);
@@ -87,16 +116,18 @@ class EngineWorker {
   void UpdateMetrics();
 
   Engine& engine_;
+  EngineWorkerOptions options_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::shared_ptr<PendingSubmit>> submits_;        // guarded by mu_
   std::vector<std::pair<RequestId, FinishReason>> cancels_;    // guarded by mu_
   bool cancel_all_ = false, accepting_ = true, stop_ = false;  // guarded by mu_
   WorkerMetrics metrics_;                                      // guarded by mu_
-  // Engine thread only.
+  // Stepping thread only.
   std::unordered_map<RequestId, std::shared_ptr<RequestStream>> streams_;
   std::unordered_map<RequestId, FinishReason> count_as_;  // cancelled requests counted otherwise
+  std::vector<float> logits_;
   std::thread thread_;
 };
 
-}  // namespace epserve::serve
+}  // namespace epserve

@@ -1,9 +1,9 @@
-#include "serve/engine_worker.h"
+#include "runtime/engine_worker.h"
 
 #include <future>
 #include <utility>
 
-namespace epserve::serve {
+namespace epserve {
 
 void RequestStream::Push(TokenEvent event) {
   {
@@ -29,9 +29,15 @@ struct EngineWorker::PendingSubmit {
   std::promise<StatusOr<RequestId>> result;
 };
 
-EngineWorker::EngineWorker(Engine& engine) : engine_(engine) {
+EngineWorker::EngineWorker(Engine& engine, EngineWorkerOptions options)
+    : engine_(engine), options_(options) {
   UpdateMetrics();
-  thread_ = std::thread([this] { Loop(); });
+  if (!options_.lockstep.distributed()) thread_ = std::thread([this] { (void)Loop(); });
+}
+
+Status EngineWorker::Run() {
+  if (!options_.lockstep.distributed()) return Status::Ok();
+  return Loop();
 }
 
 EngineWorker::~EngineWorker() { Shutdown(); }
@@ -45,6 +51,8 @@ StatusOr<RequestId> EngineWorker::Submit(EngineRequest request,
   std::future<StatusOr<RequestId>> result = pending->result.get_future();
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!options_.lockstep.leader())
+      return Status::Unavailable("not a DP group leader: requests go to TP rank 0");
     if (!accepting_) return Status::Unavailable("the server is shutting down");
     submits_.push_back(std::move(pending));
   }
@@ -73,7 +81,7 @@ void EngineWorker::CancelAll() {
   cv_.notify_all();
 }
 
-void EngineWorker::Shutdown() {
+void EngineWorker::RequestStop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     accepting_ = false;
@@ -81,7 +89,16 @@ void EngineWorker::Shutdown() {
     stop_ = true;
   }
   cv_.notify_all();
+}
+
+void EngineWorker::Shutdown() {
+  RequestStop();
   if (thread_.joinable()) thread_.join();
+}
+
+bool EngineWorker::accepting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return accepting_;
 }
 
 WorkerMetrics EngineWorker::Metrics() const {
@@ -89,36 +106,60 @@ WorkerMetrics EngineWorker::Metrics() const {
   return metrics_;
 }
 
-void EngineWorker::Loop() {
+Status EngineWorker::Loop() {
+  const Lockstep& ls = options_.lockstep;
+  const bool distributed = ls.distributed(), leader = ls.leader();
+  bool idle = false;
   for (;;) {
     std::vector<std::shared_ptr<PendingSubmit>> submits;
     std::vector<std::pair<RequestId, FinishReason>> cancels;
     bool cancel_all = false, stop = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] {
+      auto ready = [this] {
         return stop_ || cancel_all_ || !submits_.empty() || !cancels_.empty() || engine_.HasWork();
-      });
+      };
+      if (!distributed)
+        cv_.wait(lock, ready);
+      else if (idle)
+        cv_.wait_for(lock, options_.idle_poll, ready);
       submits.swap(submits_);
       cancels.swap(cancels_);
       cancel_all = cancel_all_;
       cancel_all_ = false;
       stop = stop_;
     }
-    ApplyQueued(std::move(submits), std::move(cancels), cancel_all);
-    if (engine_.HasWork()) {
-      StatusOr<std::vector<TokenEvent>> events = engine_.Step();
-      if (events.ok()) {
-        Deliver(std::move(*events));
-      } else {
-        FailAll(events.status().message());
+    if (leader) ApplyQueued(std::move(submits), std::move(cancels), cancel_all);
+    StepPlan plan;
+    StepVote vote{.active = 0, .stop = stop ? 1 : 0};
+    if (leader) {
+      plan = engine_.Schedule();
+      vote.active = (!plan.chunks.empty() || engine_.HasWork()) ? 1 : 0;
+    }
+    if (Status st = AgreeStep(ls, &vote); !st.ok()) {
+      FailAll("the engine world failed: " + st.message());
+      return st;
+    }
+    if (vote.stop != 0 && !stop) RequestStop();  // another rank was asked: cancel ours too
+    if (vote.active == 0) {
+      if (leader) Deliver(engine_.Complete(plan, logits_));  // this step's cancellations
+      UpdateMetrics();
+      if (vote.stop != 0) {
+        FailAll("the server shut down");  // nothing should be left; never leave a waiter hanging
+        return Status::Ok();
       }
+      idle = true;
+      continue;
     }
+    idle = false;
+    if (Status st = RunStepPlan(ls, engine_.model(), &plan, engine_.pool().blocks(), &logits_);
+        !st.ok()) {
+      FailAll(st.message());
+      if (distributed) return st;  // the ranks are out of step: nothing more can run
+      continue;
+    }
+    if (leader) Deliver(engine_.Complete(plan, logits_));
     UpdateMetrics();
-    if (stop && !engine_.HasWork()) {
-      FailAll("the server shut down");  // nothing should be left; never leave a waiter hanging
-      return;
-    }
   }
 }
 
@@ -140,25 +181,30 @@ void EngineWorker::ApplyQueued(std::vector<std::shared_ptr<PendingSubmit>> submi
 }
 
 void EngineWorker::Deliver(std::vector<TokenEvent> events) {
+  // Counters first, so a reader that saw a request's last event sees it counted.
   int64_t generated = 0;
   std::map<std::string, int64_t> finished;
-  for (TokenEvent& ev : events) {
+  for (const TokenEvent& ev : events) {
     if (ev.token >= 0) ++generated;
-    const FinishReason finish = ev.finish;
-    if (finish != FinishReason::kNone) {
-      auto as = count_as_.find(ev.request);
-      const bool counted_otherwise = as != count_as_.end() && finish == FinishReason::kCancelled;
-      ++finished[FinishReasonName(counted_otherwise ? as->second : finish)];
-      if (as != count_as_.end()) count_as_.erase(as);
-    }
+    if (ev.finish == FinishReason::kNone) continue;
+    auto as = count_as_.find(ev.request);
+    const bool counted_otherwise = as != count_as_.end() && ev.finish == FinishReason::kCancelled;
+    ++finished[FinishReasonName(counted_otherwise ? as->second : ev.finish)];
+    if (as != count_as_.end()) count_as_.erase(as);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    metrics_.generation_tokens += generated;
+    for (auto& [reason, n] : finished) metrics_.finished[reason] += n;
+  }
+  UpdateMetrics();
+  for (TokenEvent& ev : events) {
     auto it = streams_.find(ev.request);
     if (it == streams_.end()) continue;
+    const bool last = ev.finish != FinishReason::kNone;
     it->second->Push(std::move(ev));
-    if (finish != FinishReason::kNone) streams_.erase(it);
+    if (last) streams_.erase(it);
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  metrics_.generation_tokens += generated;
-  for (auto& [reason, n] : finished) metrics_.finished[reason] += n;
 }
 
 // After a failed step the engine's state is unknown: every open request ends with an error.
@@ -181,11 +227,11 @@ void EngineWorker::UpdateMetrics() {
   std::lock_guard<std::mutex> lock(mu_);
   metrics_.num_running = engine_.num_running();
   metrics_.num_waiting = engine_.num_waiting();
-  metrics_.kv_cache_usage =
-      pool.num_blocks() > 0 ? static_cast<double>(pool.num_referenced()) / pool.num_blocks() : 0;
+  metrics_.kv_blocks_total = pool.num_blocks();
+  metrics_.kv_blocks_used = pool.num_referenced();
   metrics_.prompt_tokens = st.prompt_tokens;
   metrics_.prefix_cache_queries = st.prompt_tokens;
   metrics_.prefix_cache_hits = st.cached_prompt_tokens;
 }
 
-}  // namespace epserve::serve
+}  // namespace epserve

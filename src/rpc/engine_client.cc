@@ -1,0 +1,196 @@
+#include "rpc/engine_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <future>
+
+#include "rpc/engine_service.grpc.pb.h"
+#include "rpc/wire.h"
+
+namespace epserve::rpc {
+
+class GrpcEngineGroup::Stubs {
+ public:
+  explicit Stubs(const std::string& address) {
+    grpc::ChannelArguments args;
+    // A restarted engine is found again within a second or so, not after gRPC's default
+    // backoff of up to two minutes.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    args.SetMaxReceiveMessageSize(64 << 20);
+    channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    stub = rpc::Engine::NewStub(channel);
+  }
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<rpc::Engine::Stub> stub;
+};
+
+// One Generate call. It keeps itself alive (self_) until gRPC reports it done.
+class GrpcEngineGroup::Call : public grpc::ClientReadReactor<GenerateReply> {
+ public:
+  Call(GrpcEngineGroup* owner, std::shared_ptr<RequestStream> stream)
+      : owner_(owner), stream_(std::move(stream)) {}
+
+  std::future<StatusOr<RequestId>> Start(std::shared_ptr<Call> self, const EngineRequest& r) {
+    self_ = std::move(self);
+    ToProto(r, &request_);
+    auto accepted = accepted_.get_future();
+    owner_->stubs_->stub->async()->Generate(&context_, &request_, this);
+    StartRead(&reply_);
+    StartCall();
+    return accepted;
+  }
+  void TryCancel() { context_.TryCancel(); }
+  void Abort(const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lock(why_mu_);
+      why_ = why;
+    }
+    context_.TryCancel();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // OnDone follows
+    if (!accepted_set_) {
+      id_ = reply_.request_id();
+      owner_->Register(id_, self_);
+      accepted_set_ = true;
+      accepted_.set_value(id_);
+    }
+    for (const Event& e : reply_.events()) {
+      TokenEvent ev = FromProto(e);
+      ev.request = id_;
+      saw_token_ = saw_token_ || ev.token >= 0;
+      saw_finish_ = saw_finish_ || ev.finish != FinishReason::kNone;
+      stream_->Push(std::move(ev));
+    }
+    StartRead(&reply_);
+  }
+
+  void OnDone(const grpc::Status& st) override {
+    if (!accepted_set_) {
+      Status err = FromGrpc(st, owner_->name_);
+      if (err.ok()) err = Status::Unavailable(owner_->name_ + ": the call ended unanswered");
+      accepted_.set_value(err);
+    } else {
+      owner_->Unregister(id_);
+      if (!saw_finish_) {
+        std::string why;
+        {
+          std::lock_guard<std::mutex> lock(why_mu_);
+          why = why_;
+        }
+        if (why.empty()) why = st.ok() ? "the stream ended early" : st.error_message();
+        stream_->Push({.request = id_,
+                       .finish = FinishReason::kError,
+                       .error = owner_->name_ + " failed: " + why,
+                       .retryable = !saw_token_});
+      }
+    }
+    GrpcEngineGroup* owner = owner_;
+    std::shared_ptr<Call> keep = std::move(self_);  // `this` lives until the end of this call
+    std::lock_guard<std::mutex> lock(owner->mu_);
+    --owner->open_calls_;
+    owner->calls_done_.notify_all();
+  }
+
+ private:
+  GrpcEngineGroup* owner_;
+  std::shared_ptr<RequestStream> stream_;
+  std::shared_ptr<Call> self_;
+  grpc::ClientContext context_;
+  GenerateRequest request_;
+  GenerateReply reply_;
+  std::promise<StatusOr<RequestId>> accepted_;
+  bool accepted_set_ = false, saw_token_ = false, saw_finish_ = false;
+  RequestId id_ = 0;
+  std::mutex why_mu_;
+  std::string why_;  // set by Abort
+};
+
+GrpcEngineGroup::GrpcEngineGroup(std::string name, std::string address)
+    : name_(std::move(name)),
+      address_(std::move(address)),
+      stubs_(std::make_unique<Stubs>(address_)) {}
+
+GrpcEngineGroup::~GrpcEngineGroup() {
+  Abort("the scheduler is shutting down");
+  std::unique_lock<std::mutex> lock(mu_);
+  calls_done_.wait_for(lock, std::chrono::seconds(5), [this] { return open_calls_ == 0; });
+}
+
+void GrpcEngineGroup::Register(RequestId id, std::shared_ptr<Call> call) {
+  std::lock_guard<std::mutex> lock(mu_);
+  calls_[id] = std::move(call);
+}
+
+void GrpcEngineGroup::Unregister(RequestId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  calls_.erase(id);
+}
+
+StatusOr<RequestId> GrpcEngineGroup::Submit(EngineRequest request,
+                                            std::shared_ptr<RequestStream> stream,
+                                            std::chrono::milliseconds timeout) {
+  auto call = std::make_shared<Call>(this, stream);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++open_calls_;
+  }
+  std::future<StatusOr<RequestId>> accepted = call->Start(call, request);
+  if (accepted.wait_for(timeout) != std::future_status::ready) {
+    stream->Abandon();
+    call->TryCancel();  // the engine cancels it if it was queued after all
+    return Status::Unavailable(name_ + " did not accept the request in " +
+                               std::to_string(timeout.count()) + " ms");
+  }
+  return accepted.get();
+}
+
+void GrpcEngineGroup::Cancel(RequestId id, FinishReason count_as) {
+  std::shared_ptr<Call> call;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = calls_.find(id);
+    if (it == calls_.end()) return;  // done already
+    call = it->second;
+  }
+  if (count_as == FinishReason::kCancelled) {
+    call->TryCancel();  // the engine cancels a request whose caller cancelled
+    return;
+  }
+  // Counted otherwise (a stop string ended it): say so; the stream then ends by itself.
+  struct Pending {
+    grpc::ClientContext context;
+    CancelRequest request;
+    CancelReply reply;
+  };
+  auto p = std::make_shared<Pending>();
+  p->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  p->request.set_request_id(id);
+  p->request.set_count_as(FinishReasonName(count_as));
+  stubs_->stub->async()->Cancel(&p->context, &p->request, &p->reply, [p](grpc::Status) {});
+}
+
+StatusOr<WorkerMetrics> GrpcEngineGroup::Load(std::chrono::milliseconds timeout) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + timeout);
+  LoadRequest request;
+  LoadReply reply;
+  grpc::Status st = stubs_->stub->Load(&context, request, &reply);
+  if (!st.ok()) return FromGrpc(st, name_ + " (" + address_ + ")");
+  if (!reply.serving()) return Status::Unavailable(name_ + " is shutting down");
+  return FromProto(reply);
+}
+
+void GrpcEngineGroup::Abort(const std::string& why) {
+  std::vector<std::shared_ptr<Call>> calls;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, c] : calls_) calls.push_back(c);
+  }
+  for (auto& c : calls) c->Abort(why);
+}
+
+}  // namespace epserve::rpc

@@ -1,0 +1,51 @@
+// GrpcEngineGroup: an EngineGroup (runtime/engine_group.h) whose engine is the gRPC engine
+// service of a DP group's leader (rpc/engine_service.h), possibly on another machine. Each
+// request is one server-streaming Generate call driven by gRPC's callback API (no thread per
+// request); its events go to the request's RequestStream as they arrive.
+// Thread safety: every method may be called from any thread.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "runtime/engine_group.h"
+
+namespace grpc {
+class Channel;
+}
+
+namespace epserve::rpc {
+
+class GrpcEngineGroup : public EngineGroup {
+ public:
+  // `address`: "host:port" of the engine service. Connects lazily (the first call).
+  GrpcEngineGroup(std::string name, std::string address);
+  ~GrpcEngineGroup() override;  // Abort()s open calls and waits (bounded) for them to end
+
+  std::string name() const override { return name_; }
+  const std::string& address() const { return address_; }
+  StatusOr<RequestId> Submit(EngineRequest request, std::shared_ptr<RequestStream> stream,
+                             std::chrono::milliseconds timeout) override;
+  void Cancel(RequestId id, FinishReason count_as) override;
+  StatusOr<WorkerMetrics> Load(std::chrono::milliseconds timeout) override;
+  // Ends every open call: each request's stream gets a kError event (retryable when it had no
+  // token yet). For a group found down.
+  void Abort(const std::string& why);
+
+ private:
+  class Call;
+  class Stubs;
+  void Register(RequestId id, std::shared_ptr<Call> call);
+  void Unregister(RequestId id);
+
+  std::string name_, address_;
+  std::unique_ptr<Stubs> stubs_;
+  std::mutex mu_;
+  std::unordered_map<RequestId, std::shared_ptr<Call>> calls_;  // accepted, not yet done
+  int open_calls_ = 0;                                          // started, not yet done
+  std::condition_variable calls_done_;
+};
+
+}  // namespace epserve::rpc

@@ -1,0 +1,156 @@
+// The engine service end to end on loopback: a GrpcEngineGroup against an EngineService over a
+// real EngineWorker (tiny model), compared with the same worker used directly.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "model/test_util.h"
+#include "rpc/engine_client.h"
+#include "rpc/engine_service.h"
+#include "runtime/loaded_model.h"
+
+namespace epserve::rpc {
+namespace {
+
+std::vector<TokenEvent> Drain(RequestStream& s, int limit_ms = 30000) {
+  std::vector<TokenEvent> all;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limit_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::vector<TokenEvent> got;
+    if (!s.Pop(&got, std::chrono::milliseconds(100))) continue;
+    for (auto& e : got) all.push_back(std::move(e));
+    if (!all.empty() && all.back().finish != FinishReason::kNone) return all;
+  }
+  ADD_FAILURE() << "no finish within " << limit_ms << " ms";
+  return all;
+}
+
+class RpcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = epserve::testing::MakeTiny("rpc_" + std::to_string(::getpid()));
+    loaded_ = LoadModel(dir_, {}).value();
+    pool_ = std::make_unique<ThreadPool>(1);
+    model_ = std::make_unique<Model>(loaded_->config, *loaded_->weights, *pool_);
+    engine_ = std::make_unique<Engine>(*model_, EngineOptions{.block_size = 16, .num_blocks = 32});
+    worker_ = std::make_unique<EngineWorker>(*engine_);
+    service_ = EngineService::Start(*worker_, {}).value();
+    client_ = std::make_unique<GrpcEngineGroup>("group 0",
+                                                "127.0.0.1:" + std::to_string(service_->port()));
+  }
+  void TearDown() override {
+    client_.reset();
+    service_.reset();
+    worker_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  std::string dir_;
+  std::unique_ptr<LoadedModel> loaded_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<EngineWorker> worker_;
+  std::unique_ptr<EngineService> service_;
+  std::unique_ptr<GrpcEngineGroup> client_;
+};
+
+TEST_F(RpcTest, RemoteTokensEqualLocalOnes) {
+  EngineRequest r{
+      .prompt = {5, 6, 7, 8, 9}, .max_tokens = 12, .use_default_stop = false, .logprobs = 2};
+  auto local = std::make_shared<RequestStream>();
+  ASSERT_TRUE(worker_->Submit(r, local).ok());
+  auto remote = std::make_shared<RequestStream>();
+  auto id = client_->Submit(r, remote, std::chrono::seconds(10));
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  std::vector<TokenEvent> a = Drain(*local), b = Drain(*remote);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].token, b[i].token) << i;
+    EXPECT_EQ(a[i].logprob, b[i].logprob) << i;
+    EXPECT_EQ(a[i].top_logprobs, b[i].top_logprobs) << i;
+    EXPECT_EQ(a[i].finish, b[i].finish) << i;
+    EXPECT_EQ(b[i].request, *id);
+  }
+  EXPECT_EQ(b.back().finish, FinishReason::kLength);
+  auto load = client_->Load(std::chrono::seconds(2));
+  ASSERT_TRUE(load.ok()) << load.status().message();
+  EXPECT_EQ(load->generation_tokens, 24);
+  EXPECT_EQ(load->finished.at("length"), 2);
+  EXPECT_EQ(load->kv_blocks_total, 32);
+}
+
+TEST_F(RpcTest, BadRequestsComeBackAsInvalidArgument) {
+  auto s = std::make_shared<RequestStream>();
+  auto id = client_->Submit({.prompt = {1, 5000}}, s, std::chrono::seconds(10));
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(id.status().message().find("outside the vocabulary"), std::string::npos);
+}
+
+TEST_F(RpcTest, CancelFreesTheRequestAndCountsItsReason) {
+  auto s = std::make_shared<RequestStream>();
+  auto id = client_->Submit({.prompt = {5, 6}, .max_tokens = 400, .use_default_stop = false}, s,
+                            std::chrono::seconds(10));
+  ASSERT_TRUE(id.ok());
+  std::vector<TokenEvent> got;
+  ASSERT_TRUE(s->Pop(&got, std::chrono::seconds(10)));  // it runs
+  client_->Cancel(*id, FinishReason::kStop);
+  std::vector<TokenEvent> rest = Drain(*s);
+  EXPECT_EQ(rest.back().finish, FinishReason::kCancelled);
+  for (int i = 0; i < 100; ++i) {
+    auto load = client_->Load(std::chrono::seconds(2));
+    ASSERT_TRUE(load.ok());
+    if (load->num_running == 0 && load->finished.count("stop")) {
+      EXPECT_EQ(load->kv_blocks_used, 0);
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  FAIL() << "the cancelled request still runs, or is not counted as stop";
+}
+
+TEST_F(RpcTest, ACallerThatGoesAwayCancelsItsRequest) {
+  auto s = std::make_shared<RequestStream>();
+  auto id = client_->Submit({.prompt = {5, 6}, .max_tokens = 400, .use_default_stop = false}, s,
+                            std::chrono::seconds(10));
+  ASSERT_TRUE(id.ok());
+  client_->Cancel(*id, FinishReason::kCancelled);
+  for (int i = 0; i < 100; ++i) {
+    if (worker_->Metrics().finished.count("cancelled")) {
+      EXPECT_EQ(worker_->Metrics().kv_blocks_used, 0);
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  FAIL() << "the engine never cancelled the request";
+}
+
+TEST_F(RpcTest, AnEngineThatGoesAwayEndsStreamsWithARetryableErrorAndFailsLoad) {
+  auto s = std::make_shared<RequestStream>();
+  auto id = client_->Submit({.prompt = {5, 6}, .max_tokens = 400, .use_default_stop = false}, s,
+                            std::chrono::seconds(10));
+  ASSERT_TRUE(id.ok());
+  service_->Shutdown(std::chrono::milliseconds(100));
+  std::vector<TokenEvent> all = Drain(*s);
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.back().finish, FinishReason::kError);
+  EXPECT_NE(all.back().error.find("group 0 failed"), std::string::npos) << all.back().error;
+  auto load = client_->Load(std::chrono::milliseconds(500));
+  EXPECT_EQ(load.status().code(), StatusCode::kUnavailable);
+  auto again =
+      client_->Submit({.prompt = {5}}, std::make_shared<RequestStream>(), std::chrono::seconds(2));
+  EXPECT_EQ(again.status().code(), StatusCode::kUnavailable);
+}
+
+TEST(RpcClientTest, AnAddressNobodyServesIsUnavailableInBoundedTime) {
+  GrpcEngineGroup g("group 3", "127.0.0.1:1");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto load = g.Load(std::chrono::milliseconds(500));
+  EXPECT_EQ(load.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(load.status().message().find("group 3 (127.0.0.1:1)"), std::string::npos);
+  auto id = g.Submit({.prompt = {5}}, std::make_shared<RequestStream>(), std::chrono::seconds(3));
+  EXPECT_EQ(id.status().code(), StatusCode::kUnavailable);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
+}  // namespace
+}  // namespace epserve::rpc

@@ -1,0 +1,41 @@
+// Lock-step stepping under expert parallelism (SPEC §3). Every rank of the world runs every
+// engine step together, because each MoE layer's dispatch/combine needs all of them: each step
+// the ranks agree (one AllReduceMax over the world) whether anyone has work and whether anyone
+// asked to stop; a DP group with nothing to do steps with zero tokens; the TP ranks of a group
+// run the plan their leader (group rank 0) broadcasts, on their own replica of its cache.
+// RunRequests (batch runs) and EngineWorker (serving) both step through these two calls.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "comm/communicator.h"
+#include "runtime/engine.h"
+
+namespace epserve {
+
+struct Lockstep {
+  comm::Communicator* world = nullptr;  // all ranks; null: one process
+  comm::Communicator* group = nullptr;  // this DP group's TP ranks; null or size 1: no TP
+
+  bool leader() const { return group == nullptr || group->rank() == 0; }
+  bool tp() const { return group != nullptr && group->size() > 1; }
+  bool distributed() const { return world != nullptr || tp(); }
+};
+
+// What the ranks agree on before a step; each field is the maximum over the ranks.
+struct StepVote {
+  int64_t active = 0;  // someone has work: everyone steps
+  int64_t stop = 0;    // someone was asked to stop: everyone winds down
+};
+
+// One collective over the world (or the TP group alone); a no-op in one process.
+Status AgreeStep(const Lockstep& ls, StepVote* vote);
+
+// Followers receive their leader's plan; then everyone runs it (with zero chunks too when
+// distributed: the MoE collectives need every rank).
+Status RunStepPlan(const Lockstep& ls, Model& model, StepPlan* plan, const KvBlocks& kv,
+                   std::vector<float>* logits);
+
+}  // namespace epserve
