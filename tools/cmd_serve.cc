@@ -1,21 +1,34 @@
-// `epserve serve`: the OpenAI-compatible HTTP server (docs/serving-api.md) over one engine,
-// i.e. one DP group in one process.
+// `epserve serve`: the OpenAI-compatible HTTP server and request scheduler (docs/serving-api.md).
+// Three deployments behind the same API and router:
+// - default: one DP group, its engine in this process;
+// - --np N [--tp T] [--hostfile F]: starts the `epserve engine` world through mpirun (N ranks,
+//   N/T DP groups) and routes to its groups' gRPC engine services;
+// - --engines HOST:PORT,...: routes to engine services started elsewhere.
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <thread>
 
-#include "runtime/engine.h"
-#include "runtime/loaded_model.h"
+#include "io/checkpoint.h"
+#include "model/config.h"
+#include "rpc/engine_client.h"
+#include "runtime/engine_group.h"
 #include "runtime/engine_worker.h"
+#include "runtime/loaded_model.h"
+#include "serve/group_router.h"
 #include "serve/http_server.h"
+#include "serve/serve_metrics.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 #include "tools/command.h"
+#include "tools/engine_flags.h"
+#include "tools/engine_world.h"
 
 namespace epserve::tools {
 
@@ -27,13 +40,22 @@ struct ServeFlags {
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string api_key;
+  std::string ssl_certfile, ssl_keyfile;
   int64_t max_body_bytes = 1 << 20;
-  int64_t max_batch_tokens = 256;
-  int max_running = 64;
-  int64_t block_size = 64;
-  std::string kv_dtype = "f32";
-  std::string kv_memory = "10%";
-  int threads = 0;
+  int max_concurrent = 256;
+  int http_threads = 0;
+  EngineFlags engine;
+  // Deployment.
+  std::string engines;
+  int np = 0, tp = 1, ranks_per_node = 0;
+  std::string hostfile, mpirun = "mpirun", mpirun_args, engine_host = "127.0.0.1";
+  int engine_port = 0;
+  std::string placement;
+  double startup_timeout = 600, drain_timeout = 30;
+  // Routing.
+  std::string policy = "cache_aware";
+  serve::RoutingOptions routing;
+  int health_interval_ms = 500, health_timeout_ms = 1000;
 };
 
 // Set by the SIGINT/SIGTERM handler. A handler, not a blocked mask with sigwait: libraries
@@ -41,17 +63,64 @@ struct ServeFlags {
 std::atomic<int> g_stop_signal{0};
 void OnStopSignal(int sig) { g_stop_signal = sig; }
 
-// Polls for the signal, then cancels every request, gives their responses up to 5 s to go out
-// (the HTTP library cuts open streams when it stops) and stops the server. Returns when `done`.
-void WatchSignals(serve::HttpServer* server, serve::ServeContext* ctx,
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string x; std::getline(in, x, sep);)
+    if (!x.empty()) out.push_back(x);
+  return out;
+}
+
+// The mpirun command line of `--np N`.
+std::vector<std::string> MpirunArgv(const ServeFlags& f, const std::string& dir) {
+  std::vector<std::string> a = {f.mpirun, "-np", std::to_string(f.np)};
+  if (!f.hostfile.empty()) a.insert(a.end(), {"--hostfile", f.hostfile});
+  if (geteuid() == 0) a.push_back("--allow-run-as-root");
+  if (f.hostfile.empty() && f.np > static_cast<int>(std::thread::hardware_concurrency()))
+    a.push_back("--oversubscribe");
+  for (const auto& x : Split(f.mpirun_args, ' ')) a.push_back(x);
+  char self[4096] = {};
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  a.push_back(n > 0 ? std::string(self, n) : "epserve");
+  a.insert(a.end(), {"engine", "--model", dir, "--tp", std::to_string(f.tp), "--host",
+                     f.engine_host, "--port", std::to_string(f.engine_port)});
+  if (f.ranks_per_node > 0)
+    a.insert(a.end(), {"--ranks-per-node", std::to_string(f.ranks_per_node)});
+  if (!f.placement.empty()) a.insert(a.end(), {"--placement", f.placement});
+  for (const auto& x : f.engine.Args()) a.push_back(x);
+  return a;
+}
+
+// Polls for the signal; then stops taking requests, lets running ones finish for up to
+// --drain-timeout, cancels the rest, gives their responses a moment to go out, and stops the
+// HTTP server. Returns when `done`.
+void WatchSignals(const ServeFlags& f, serve::HttpServer* server, serve::ServeContext* ctx,
+                  const std::function<void()>& cancel_all, EngineWorld* world,
                   const std::atomic<bool>* done) {
+  bool world_reported = false;
   while (!*done) {
+    int status = 0;
+    if (world != nullptr && !world_reported && world->Exited(&status)) {
+      std::fprintf(stderr, "epserve: the engine world exited (%s %d); requests get 503\n",
+                   status >= 0 ? "status" : "signal", status >= 0 ? status : -status);
+      world_reported = true;
+    }
     if (g_stop_signal != 0) {
-      std::fprintf(stderr, "epserve: signal %d, shutting down\n", g_stop_signal.load());
-      ctx->worker->CancelAll();
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-      while (ctx->num_sessions > 0 && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      std::fprintf(stderr, "epserve: signal %d, draining %d requests (up to %.0f s)\n",
+                   g_stop_signal.load(), ctx->num_sessions.load(), f.drain_timeout);
+      ctx->draining = true;
+      auto until = [&](double seconds) {
+        const auto deadline = std::chrono::steady_clock::now() +
+                              std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+        while (ctx->num_sessions > 0 && std::chrono::steady_clock::now() < deadline)
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      };
+      until(f.drain_timeout);
+      if (ctx->num_sessions > 0) {
+        std::fprintf(stderr, "epserve: cancelling %d requests\n", ctx->num_sessions.load());
+        cancel_all();
+        until(5);
+      }
       server->Stop();
       return;
     }
@@ -67,12 +136,24 @@ Status RunServe(const ServeFlags& f) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
-  if (f.max_batch_tokens < 1) return Status::InvalidArgument("--max-batch-tokens must be >= 1");
-  if (f.max_running < 1) return Status::InvalidArgument("--max-running must be >= 1");
-  if (f.block_size < 1) return Status::InvalidArgument("--block-size must be >= 1");
   if (f.max_body_bytes < 1) return Status::InvalidArgument("--max-body-bytes must be >= 1");
-  ASSIGN_OR_RETURN(KvDType dtype, ParseKvDType(f.kv_dtype));
-  ASSIGN_OR_RETURN(int64_t kv_bytes, ParseKvMemory(f.kv_memory));
+  if (f.max_concurrent < 1)
+    return Status::InvalidArgument("--max-concurrent-requests must be >= 1");
+  if (f.np < 0) return Status::InvalidArgument("--np must be >= 1");
+  if (f.tp < 1) return Status::InvalidArgument("--tp must be >= 1");
+  if (f.np > 0 && f.np % f.tp != 0)
+    return Status::InvalidArgument("--np " + std::to_string(f.np) + " is not a multiple of --tp " +
+                                   std::to_string(f.tp));
+  if (f.np > 0 && !f.engines.empty())
+    return Status::InvalidArgument("--np starts engines, --engines uses running ones: not both");
+  if (f.np == 0 && (f.tp != 1 || !f.hostfile.empty() || f.ranks_per_node != 0))
+    return Status::InvalidArgument("--tp, --hostfile and --ranks-per-node need --np N");
+  if (f.ssl_certfile.empty() != f.ssl_keyfile.empty())
+    return Status::InvalidArgument("--ssl-certfile and --ssl-keyfile go together");
+  serve::RoutingOptions routing = f.routing;
+  ASSIGN_OR_RETURN(routing.policy, serve::ParseRoutingPolicy(f.policy));
+  RETURN_IF_ERROR(routing.Validate());
+
   std::string dir = f.model;
   if (dir.empty()) {
     ASSIGN_OR_RETURN(dir, EnsureDefaultModel());
@@ -85,51 +166,83 @@ Status RunServe(const ServeFlags& f) {
   if (!tmpl.ok())
     std::fprintf(stderr, "epserve: no chat template (%s); /v1/chat/completions answers 400\n",
                  tmpl.status().message().c_str());
+  ASSIGN_OR_RETURN(std::string config_text, ReadTextFile(dir + "/config.json"));
+  ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::Parse(config_text, dir + "/config.json"));
 
-  ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {}));
-  ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
-  Model model(loaded->config, *loaded->weights, pool);
-  LocalExperts experts(*loaded->weights, pool, ExpertInputFormat::kF32);
-  model.SetExperts(&experts);
-  const ModelConfig& c = loaded->config;
-  EngineOptions eo{.max_batch_tokens = f.max_batch_tokens,
-                   .max_running = f.max_running,
-                   .block_size = f.block_size,
-                   .kv_dtype = dtype};
-  eo.default_stop_ids.assign(c.eos_token_ids.begin(), c.eos_token_ids.end());
-  eo.num_blocks = KvMemoryBlocks(c, dtype, f.block_size, kv_bytes);
-  if (eo.num_blocks < 1)
-    return Status::InvalidArgument("--kv-memory " + f.kv_memory + " holds not one cache block");
-  std::printf("KV cache: %lld blocks x %lld positions (%s)\n",
-              static_cast<long long>(eo.num_blocks), static_cast<long long>(eo.block_size),
-              KvDTypeName(dtype));
+  // The engines.
+  std::unique_ptr<LocalEngine> local;
+  std::unique_ptr<EngineWorker> worker;
+  std::unique_ptr<EngineWorld> world;
+  std::vector<std::unique_ptr<EngineGroup>> groups;
+  std::vector<std::string> addresses = Split(f.engines, ',');
+  if (f.np > 0) {
+    std::vector<std::string> argv = MpirunArgv(f, dir);
+    std::string line;
+    for (const auto& a : argv) line += (line.empty() ? "" : " ") + a;
+    std::fprintf(stderr, "epserve: starting the engine world: %s\n", line.c_str());
+    ASSIGN_OR_RETURN(world, EngineWorld::Start(argv));
+    ASSIGN_OR_RETURN(
+        addresses, world->WaitForGroups(
+                       f.np / f.tp, std::chrono::seconds(static_cast<int64_t>(f.startup_timeout))));
+  }
+  if (!addresses.empty()) {
+    for (size_t g = 0; g < addresses.size(); ++g)
+      groups.push_back(std::make_unique<rpc::GrpcEngineGroup>(
+          "group " + std::to_string(g) + " (" + addresses[g] + ")", addresses[g]));
+  } else {
+    ASSIGN_OR_RETURN(local, StartLocalEngine(dir, f.engine));
+    worker = std::make_unique<EngineWorker>(*local->engine);
+    groups.push_back(std::make_unique<LocalEngineGroup>(*worker));
+  }
+  const int num_groups = static_cast<int>(groups.size());
+  ASSIGN_OR_RETURN(
+      auto router,
+      serve::GroupRouter::Create(
+          std::move(groups), {.routing = routing,
+                              .health_interval = std::chrono::milliseconds(f.health_interval_ms),
+                              .health_timeout = std::chrono::milliseconds(f.health_timeout_ms)}));
+  RETURN_IF_ERROR(router->WaitUntilUp(
+      std::chrono::milliseconds(static_cast<int64_t>(f.startup_timeout * 1000))));
 
-  Engine engine(model, eo);
-  EngineWorker worker(engine);
   serve::ServeContext ctx;
-  ctx.worker = &worker;
+  ctx.router = router.get();
   ctx.tokenizer = tok.get();
   ctx.chat_template = tmpl.ok() ? &*tmpl : nullptr;
   ctx.model_name = f.served_model_name.empty() ? std::filesystem::path(dir).filename().string()
                                                : f.served_model_name;
-  ctx.max_model_len = c.max_position_embeddings;
+  ctx.max_model_len = config.max_position_embeddings;
+  ctx.max_sessions = f.max_concurrent;
+  serve::ServeMetrics metrics(ctx.model_name);
+  ctx.metrics = &metrics;
   std::string api_key = f.api_key;
   if (api_key.empty() && std::getenv("EPSERVE_API_KEY") != nullptr)
     api_key = std::getenv("EPSERVE_API_KEY");
-  serve::HttpServer server(ctx, {.host = f.host,
-                                 .port = f.port,
-                                 .api_key = api_key,
-                                 .max_body_bytes = static_cast<size_t>(f.max_body_bytes)});
+  serve::HttpServer server(
+      ctx, {.host = f.host,
+            .port = f.port,
+            .api_key = api_key,
+            .max_body_bytes = static_cast<size_t>(f.max_body_bytes),
+            .num_threads = f.http_threads > 0 ? f.http_threads : f.max_concurrent + 16,
+            .ssl_certfile = f.ssl_certfile,
+            .ssl_keyfile = f.ssl_keyfile});
   ASSIGN_OR_RETURN(int port, server.Bind());
   std::atomic<bool> done{false};
-  std::thread signals(WatchSignals, &server, &ctx, &done);
-  std::printf("epserve: serving %s on http://%s:%d\n", ctx.model_name.c_str(), f.host.c_str(),
-              port);
+  auto cancel_all = [&] {
+    if (worker) worker->CancelAll();
+    for (int g = 0; g < num_groups; ++g) router->ReportFailure(g, "the server is shutting down");
+  };
+  std::thread signals(WatchSignals, std::cref(f), &server, &ctx, cancel_all, world.get(), &done);
+  std::printf("epserve: serving %s on %s://%s:%d (%d DP group%s, policy %s)\n",
+              ctx.model_name.c_str(), f.ssl_certfile.empty() ? "http" : "https", f.host.c_str(),
+              port, num_groups, num_groups == 1 ? "" : "s",
+              serve::RoutingPolicyName(routing.policy));
   std::fflush(stdout);
   Status st = server.Serve();
   done = true;
   signals.join();
-  worker.Shutdown();
+  router.reset();
+  if (worker) worker->Shutdown();
+  if (world) world->Stop();
   return st;
 }
 
@@ -140,30 +253,96 @@ void RegisterServeCommand(CLI::App& app, CommandContext& ctx) {
   CLI::App* cmd = app.add_subcommand(
       "serve",
       "Serve a model over an OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions,\n"
-      "/v1/models, /health, /metrics; docs/serving-api.md). One process is one DP group on one\n"
-      "engine; routing over several groups (gRPC) is not in this version.");
+      "/v1/models, /health, /metrics; docs/serving-api.md). By default one DP group runs in this\n"
+      "process; --np N starts an expert-parallel engine world of N ranks through mpirun and\n"
+      "routes requests over its N/--tp DP groups; --engines routes to engine services started\n"
+      "with `epserve engine`. SIGINT/SIGTERM drains running requests, then stops everything.");
   cmd->add_option("--model", f->model, "model folder (default: the embedded tiny model)");
   cmd->add_option("--served-model-name", f->served_model_name,
                   "the name clients give as \"model\" (default: the folder's name)");
-  cmd->add_option("--host", f->host, "address to bind")->capture_default_str();
+  const char* http = "HTTP";
+  cmd->add_option("--host", f->host, "address to bind")->capture_default_str()->group(http);
   cmd->add_option("--port", f->port, "port to bind (0: any free port, printed)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->group(http);
   cmd->add_option("--api-key", f->api_key,
-                  "require \"Authorization: Bearer KEY\" on /v1/* (default: $EPSERVE_API_KEY)");
+                  "require \"Authorization: Bearer KEY\" on /v1/* (default: $EPSERVE_API_KEY)")
+      ->group(http);
+  cmd->add_option("--ssl-certfile", f->ssl_certfile, "serve HTTPS with this PEM certificate")
+      ->group(http);
+  cmd->add_option("--ssl-keyfile", f->ssl_keyfile, "the certificate's PEM private key")
+      ->group(http);
   cmd->add_option("--max-body-bytes", f->max_body_bytes, "largest request body (413 above)")
-      ->capture_default_str();
-  cmd->add_option("--max-batch-tokens", f->max_batch_tokens, "token budget of one engine step")
-      ->capture_default_str();
-  cmd->add_option("--max-running", f->max_running, "requests holding cache blocks at once")
-      ->capture_default_str();
-  cmd->add_option("--block-size", f->block_size, "positions per cache block")
-      ->capture_default_str();
-  cmd->add_option("--kv-dtype", f->kv_dtype, "latent cache elements: f32 or bf16")
-      ->capture_default_str();
-  cmd->add_option("--kv-memory", f->kv_memory,
-                  "cache pool: bytes (K/M/G suffix) or a share of available memory (N%)")
-      ->capture_default_str();
-  cmd->add_option("--threads", f->threads, "compute threads (default: all cores)");
+      ->capture_default_str()
+      ->group(http);
+  cmd->add_option("--max-concurrent-requests", f->max_concurrent,
+                  "completion requests open at once (429 above)")
+      ->capture_default_str()
+      ->group(http);
+  cmd->add_option("--http-threads", f->http_threads,
+                  "HTTP connections served at once (default: max-concurrent-requests + 16)")
+      ->group(http);
+  f->engine.AddTo(cmd);
+  const char* dep = "Deployment";
+  cmd->add_option("--np", f->np, "start an engine world of N ranks through mpirun")->group(dep);
+  cmd->add_option("--tp", f->tp, "ranks per DP group (with --np)")
+      ->capture_default_str()
+      ->group(dep);
+  cmd->add_option("--ranks-per-node", f->ranks_per_node,
+                  "ranks per machine (with --np; default as MPI reports)")
+      ->group(dep);
+  cmd->add_option("--hostfile", f->hostfile, "Open MPI hostfile: run the world across machines")
+      ->group(dep);
+  cmd->add_option("--placement", f->placement, "expert placement file for the world")->group(dep);
+  cmd->add_option("--mpirun", f->mpirun, "the MPI launcher")->capture_default_str()->group(dep);
+  cmd->add_option("--mpirun-args", f->mpirun_args, "more launcher arguments, space-separated")
+      ->group(dep);
+  cmd->add_option("--engine-host", f->engine_host,
+                  "address the group leaders' engine services bind (keep it private)")
+      ->capture_default_str()
+      ->group(dep);
+  cmd->add_option("--engine-port", f->engine_port,
+                  "port of group 0's engine service, PORT+G for group G (0: any free)")
+      ->capture_default_str()
+      ->group(dep);
+  cmd->add_option("--engines", f->engines,
+                  "route to running engine services instead: HOST:PORT,HOST:PORT,...")
+      ->group(dep);
+  cmd->add_option("--startup-timeout", f->startup_timeout,
+                  "seconds to wait for every group to load and answer")
+      ->capture_default_str()
+      ->group(dep);
+  cmd->add_option("--drain-timeout", f->drain_timeout,
+                  "seconds running requests may take to finish after SIGTERM")
+      ->capture_default_str()
+      ->group(dep);
+  const char* rt = "Routing";
+  cmd->add_option("--policy", f->policy, "round_robin, least_load or cache_aware")
+      ->capture_default_str()
+      ->group(rt);
+  cmd->add_option("--cache-threshold", f->routing.cache_threshold,
+                  "cache_aware: share of the prompt a group must hold to win it (SGLang's 0.3)")
+      ->capture_default_str()
+      ->group(rt);
+  cmd->add_option("--balance-abs-threshold", f->routing.balance_abs_threshold,
+                  "imbalanced when max - min in-flight requests exceeds this (SGLang's 64) ...")
+      ->capture_default_str()
+      ->group(rt);
+  cmd->add_option("--balance-rel-threshold", f->routing.balance_rel_threshold,
+                  "... and max exceeds this times min (SGLang's 1.5): then least-loaded wins")
+      ->capture_default_str()
+      ->group(rt);
+  cmd->add_option("--max-tree-tokens", f->routing.max_tree_tokens,
+                  "bound on the router's prefix tree (tokens over all groups; LRU eviction)")
+      ->capture_default_str()
+      ->group(rt);
+  cmd->add_option("--health-interval-ms", f->health_interval_ms, "health checks of every group")
+      ->capture_default_str()
+      ->group(rt);
+  cmd->add_option("--health-timeout-ms", f->health_timeout_ms,
+                  "a group not answering within this is down")
+      ->capture_default_str()
+      ->group(rt);
   cmd->callback([f, &ctx] {
     Status st = RunServe(*f);
     if (!st.ok()) ReportError(ctx, st.message());

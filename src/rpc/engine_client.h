@@ -32,7 +32,7 @@ class GrpcEngineGroup : public EngineGroup {
   StatusOr<WorkerMetrics> Load(std::chrono::milliseconds timeout) override;
   // Ends every open call: each request's stream gets a kError event (retryable when it had no
   // token yet). For a group found down.
-  void Abort(const std::string& why);
+  void Abort(const std::string& why) override;
 
  private:
   class Call;

@@ -30,6 +30,9 @@ class EngineGroup {
   // The engine's counters; an error when it does not answer within `timeout` (the health
   // check) or is shutting down.
   virtual StatusOr<WorkerMetrics> Load(std::chrono::milliseconds timeout) = 0;
+  // The router found the group down: end its open requests now (each stream gets a kError
+  // event, retryable when it had no token yet) instead of leaving them to time out.
+  virtual void Abort(const std::string& why) { (void)why; }
 };
 
 class LocalEngineGroup : public EngineGroup {

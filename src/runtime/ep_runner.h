@@ -12,6 +12,7 @@
 #include "base/status.h"
 #include "comm/communicator.h"
 #include "comm/dispatch.h"
+#include "runtime/ep_replica.h"
 #include "runtime/generator.h"
 
 namespace epserve {
@@ -43,13 +44,6 @@ struct EpRunResult {  // filled on rank 0 only
   double prefill_seconds = 0, decode_seconds = 0;  // max over ranks
   int64_t prefill_tokens = 0, decode_tokens = 0;   // all groups
   std::string stats_table;                    // the --stats report
-};
-
-// Errors that every rank detects alike (bad options, a rank's load failure) come back on every
-// rank with the same message; `is_global` tells the caller that only rank 0 need print it.
-struct EpError {
-  Status status;
-  bool is_global = false;
 };
 
 EpError RunEpGenerate(comm::MpiWorld& world, const EpRunOptions& options, EpRunResult* result);

@@ -56,6 +56,13 @@ std::variant<std::unique_ptr<CompletionSession>, ApiError> CompletionSession::St
     prompt = params.prompt_ids;
   }
   if (prompt.empty()) return ApiError{.message = "the prompt is empty", .param = "prompt"};
+  if (ctx.draining) return ServerError("the server is shutting down", 503);
+  if (ctx.max_sessions > 0 && ctx.num_sessions >= ctx.max_sessions)
+    return ApiError{.http_status = 429,
+                    .message = "too many requests at once (--max-concurrent-requests " +
+                               std::to_string(ctx.max_sessions) + "); retry later",
+                    .code = "rate_limit_exceeded",
+                    .type = "rate_limit_error"};
   std::unique_ptr<CompletionSession> s(
       new CompletionSession(ctx, std::move(params), std::move(prompt)));
   const CompletionParams& p = s->params_;
@@ -67,13 +74,14 @@ std::variant<std::unique_ptr<CompletionSession>, ApiError> CompletionSession::St
                     .max_tokens = p.max_tokens,
                     .use_default_stop = !p.ignore_eos,
                     .logprobs = p.logprobs};
-  StatusOr<RequestId> id = ctx.worker->Submit(std::move(req), s->stream_);
-  if (!id.ok()) {
-    if (id.status().code() == StatusCode::kUnavailable)
-      return ServerError(id.status().message(), 503);
-    return ApiError{.message = id.status().message(), .param = "prompt"};
+  StatusOr<RoutedRequest> routed = ctx.router->Submit(req, s->stream_);
+  if (!routed.ok()) {
+    if (routed.status().code() == StatusCode::kUnavailable)
+      return ServerError(routed.status().message(), 503);
+    return ApiError{.message = routed.status().message(), .param = "prompt"};
   }
-  s->id_ = *id;
+  s->request_ = std::move(req);
+  s->routed_ = *routed;
   return s;
 }
 
@@ -84,7 +92,8 @@ CompletionSession::CompletionSession(ServeContext& ctx, CompletionParams params,
       prompt_(std::move(prompt)),
       output_(*ctx.tokenizer, params_.stop),
       created_(static_cast<int64_t>(std::time(nullptr))),
-      last_event_(std::chrono::steady_clock::now()) {
+      last_event_(std::chrono::steady_clock::now()),
+      started_(last_event_) {
   ++ctx_.num_sessions;
   id_text_ = RandomId(params_.endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-",
                       reinterpret_cast<uintptr_t>(this));
@@ -92,16 +101,40 @@ CompletionSession::CompletionSession(ServeContext& ctx, CompletionParams params,
 
 CompletionSession::~CompletionSession() {
   if (!finished_) Cancel();
+  if (routed_.group >= 0) ctx_.router->Finished(routed_);
   --ctx_.num_sessions;
 }
 
 void CompletionSession::Cancel() {
-  if (id_ != 0) ctx_.worker->Cancel(id_);
+  if (routed_.group >= 0) ctx_.router->Cancel(routed_, FinishReason::kCancelled);
+}
+
+bool CompletionSession::Resubmit(const std::string& why) {
+  if (retries_ >= ctx_.router->num_groups()) return false;
+  ctx_.router->ReportFailure(routed_.group, why);
+  auto stream = std::make_shared<RequestStream>();
+  StatusOr<RoutedRequest> again = ctx_.router->Submit(request_, stream, routed_.group);
+  if (!again.ok()) return false;
+  ctx_.router->Finished(routed_);
+  routed_ = *again;
+  stream_ = std::move(stream);
+  ++retries_;
+  return true;
 }
 
 bool CompletionSession::Consume(const TokenEvent& ev, Piece* piece) {
+  if (ev.finish == FinishReason::kError && ev.retryable && token_ids_.empty() && Resubmit(ev.error))
+    return true;  // the rest comes from the new group's stream
+  const auto now = std::chrono::steady_clock::now();
+  auto seconds = [](auto d) { return std::chrono::duration<double>(d).count(); };
   if (ev.token >= 0) {
-    if (token_ids_.empty()) cached_tokens_ = ev.cached_prompt_tokens;
+    if (token_ids_.empty()) {
+      cached_tokens_ = ev.cached_prompt_tokens;
+      if (ctx_.metrics) ctx_.metrics->ObserveTimeToFirstToken(seconds(now - started_));
+    } else if (ctx_.metrics) {
+      ctx_.metrics->ObserveInterTokenLatency(seconds(now - last_token_));
+    }
+    last_token_ = now;
     token_ids_.push_back(ev.token);
     piece->tokens.push_back(&ev);
     piece->text += output_.Add(ev.token);
@@ -109,7 +142,7 @@ bool CompletionSession::Consume(const TokenEvent& ev, Piece* piece) {
   if (output_.stopped()) {
     finish_ = FinishReason::kStop;
     // The engine need not generate past the stop string.
-    if (id_ != 0) ctx_.worker->Cancel(id_, FinishReason::kStop);
+    ctx_.router->Cancel(routed_, FinishReason::kStop);
   } else if (ev.finish != FinishReason::kNone) {
     finish_ = ev.finish;
     error_ = ev.error;
@@ -119,6 +152,8 @@ bool CompletionSession::Consume(const TokenEvent& ev, Piece* piece) {
   }
   finished_ = true;
   text_ += piece->text;
+  if (ctx_.metrics && (finish_ == FinishReason::kStop || finish_ == FinishReason::kLength))
+    ctx_.metrics->ObserveEndToEnd(seconds(now - started_));
   return false;
 }
 

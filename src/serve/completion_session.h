@@ -1,9 +1,8 @@
 // One /v1/completions or /v1/chat/completions request from submission to its last byte:
 // builds the prompt (chat messages through the model's chat template), submits it to the
-// EngineWorker, and turns its TokenEvents into the OpenAI response, whole (Collect) or as
-// server-sent events (NextSse). Independent of the HTTP library.
-// Thread safety: one session per HTTP request, used by one thread at a time; the ServeContext
-// must outlive it.
+// GroupRouter (which picks the DP group), and turns its TokenEvents into the OpenAI response, whole
+// (Collect) or as server-sent events (NextSse). Independent of the HTTP library. Thread safety: one
+// session per HTTP request, used by one thread at a time; the ServeContext must outlive it.
 #pragma once
 
 #include <atomic>
@@ -16,15 +15,18 @@
 #include <vector>
 
 #include "runtime/engine_worker.h"
+#include "serve/group_router.h"
 #include "serve/openai_request.h"
 #include "serve/output_text.h"
+#include "serve/serve_metrics.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
 namespace epserve::serve {
 
 struct ServeContext {
-  EngineWorker* worker = nullptr;
+  GroupRouter* router = nullptr;
+  ServeMetrics* metrics = nullptr;
   const text::Tokenizer* tokenizer = nullptr;
   const text::ChatTemplate* chat_template = nullptr;  // null: /v1/chat/completions is a 400
   std::string model_name;
@@ -32,7 +34,9 @@ struct ServeContext {
   // How long a request may go without an event before it fails (an engine that stopped).
   std::chrono::milliseconds idle_timeout = std::chrono::seconds(120);
   std::atomic<uint64_t> next_seed{0x5eed};
-  std::atomic<int> num_sessions{0};  // CompletionSessions alive (responses not yet sent)
+  std::atomic<int> num_sessions{0};   // CompletionSessions alive (responses not yet sent)
+  int max_sessions = 0;               // > 0: more at once get 429
+  std::atomic<bool> draining{false};  // shutting down: new requests get 503
 };
 
 class CompletionSession {
@@ -61,12 +65,15 @@ class CompletionSession {
   nlohmann::json Logprobs(const std::vector<const TokenEvent*>& tokens, size_t text_offset) const;
   nlohmann::json Chunk(const Piece& piece, const char* finish);
   std::string FinishName() const;
+  // The group failed before the request produced a token: run it on another group.
+  bool Resubmit(const std::string& why);
 
   ServeContext& ctx_;
   CompletionParams params_;
   std::vector<int32_t> prompt_;
   std::shared_ptr<RequestStream> stream_ = std::make_shared<RequestStream>();
-  RequestId id_ = 0;
+  EngineRequest request_;  // as submitted (a retry submits it again)
+  RoutedRequest routed_;   // group and engine id; group -1 before submission
   OutputText output_;
   std::string id_text_;
   int64_t created_ = 0;
@@ -78,7 +85,9 @@ class CompletionSession {
   FinishReason finish_ = FinishReason::kNone;
   std::string error_;
   bool finished_ = false, sent_role_ = false, sent_done_ = false;
+  int retries_ = 0;
   std::chrono::steady_clock::time_point last_event_;
+  std::chrono::steady_clock::time_point started_, last_token_;  // latency metrics
 };
 
 }  // namespace epserve::serve

@@ -32,56 +32,32 @@ bool ConstantTimeEquals(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-std::string MetricsText(const WorkerMetrics& m, const std::string& model_name) {
-  std::string out;
-  const std::string label = "model_name=\"" + model_name + "\"";
-  auto metric = [&](const char* name, const char* type, const char* help, const std::string& labels,
-                    double value) {
-    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), "%.17g", value);
-    out += std::string(name) + "{" + labels + "} " + buf + "\n";
-  };
-  metric("epserve:num_requests_running", "gauge", "Requests holding cache blocks.", label,
-         m.num_running);
-  metric("epserve:num_requests_waiting", "gauge", "Requests queued for admission.", label,
-         m.num_waiting);
-  metric("epserve:kv_cache_usage_perc", "gauge",
-         "Share of KV cache blocks referenced by requests (1 = all).", label, m.kv_cache_usage());
-  metric("epserve:prompt_tokens_total", "counter", "Prompt tokens submitted.", label,
-         static_cast<double>(m.prompt_tokens));
-  metric("epserve:generation_tokens_total", "counter", "Tokens generated.", label,
-         static_cast<double>(m.generation_tokens));
-  metric("epserve:prefix_cache_queries_total", "counter",
-         "Prompt tokens looked up in the prefix cache.", label,
-         static_cast<double>(m.prefix_cache_queries));
-  metric("epserve:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",
-         label, static_cast<double>(m.prefix_cache_hits));
-  out +=
-      "# HELP epserve:request_success_total Requests finished, by finish reason.\n"
-      "# TYPE epserve:request_success_total counter\n";
-  for (const char* reason : {"stop", "length", "cancelled", "error"}) {
-    auto it = m.finished.find(reason);
-    out += "epserve:request_success_total{" + label + ",finished_reason=\"" + reason + "\"} " +
-           std::to_string(it == m.finished.end() ? 0 : it->second) + "\n";
-  }
-  return out;
-}
-
 HttpServer::HttpServer(ServeContext& ctx, HttpServerOptions options)
-    : ctx_(ctx), options_(std::move(options)), server_(std::make_unique<httplib::Server>()) {
+    : ctx_(ctx), options_(std::move(options)) {
+  if (!options_.ssl_certfile.empty())
+    server_ = std::make_unique<httplib::SSLServer>(options_.ssl_certfile.c_str(),
+                                                   options_.ssl_keyfile.c_str());
+  else
+    server_ = std::make_unique<httplib::Server>();
   const int threads = options_.num_threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_->set_payload_max_length(options_.max_body_bytes);
   server_->set_keep_alive_timeout(2);
   server_->set_read_timeout(10);
   server_->set_write_timeout(10);
+  server_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    if (ctx_.metrics != nullptr && req.method == "POST" && req.path.rfind("/v1/", 0) == 0)
+      ctx_.metrics->CountRequest(res.status == 200 ? "ok" : std::to_string(res.status));
+  });
   Routes();
 }
 
 HttpServer::~HttpServer() = default;
 
 StatusOr<int> HttpServer::Bind() {
+  if (!server_->is_valid())
+    return Status::InvalidArgument(options_.ssl_certfile + ", " + options_.ssl_keyfile +
+                                   ": cannot load the certificate and key (PEM files that match)");
   if (options_.port < 0 || options_.port > 65535)
     return Status::InvalidArgument("--port must be in [0, 65535], got " +
                                    std::to_string(options_.port));
@@ -147,12 +123,14 @@ void HttpServer::Routes() {
         SendError(res, {.http_status = 500, .message = what, .type = "server_error"});
       });
 
-  server_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("", "text/plain");
-    res.status = 200;
+  server_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    // 200 while some DP group can take requests.
+    const bool ok = !ctx_.draining && ctx_.router->num_up() > 0;
+    res.set_content(ok ? "" : "no engine group is up\n", "text/plain");
+    res.status = ok ? 200 : 503;
   });
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(MetricsText(ctx_.worker->Metrics(), ctx_.model_name),
+    res.set_content(ctx_.metrics->Render(ctx_.router->Metrics(/*refresh=*/true)),
                     "text/plain; version=0.0.4");
   });
   server_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {

@@ -23,7 +23,8 @@ struct HttpServerOptions {
   int port = 8000;      // 0: any free port
   std::string api_key;  // non-empty: /v1/* needs "Authorization: Bearer <key>"
   size_t max_body_bytes = 1 << 20;
-  int num_threads = 64;  // connections served at once (each stream holds one)
+  int num_threads = 64;                   // connections served at once (each stream holds one)
+  std::string ssl_certfile, ssl_keyfile;  // both set: HTTPS
 };
 
 class HttpServer {
@@ -43,9 +44,6 @@ class HttpServer {
   HttpServerOptions options_;
   std::unique_ptr<httplib::Server> server_;
 };
-
-// A Prometheus text exposition of the worker's counters (docs/serving-api.md, "Metrics").
-std::string MetricsText(const WorkerMetrics& m, const std::string& model_name);
 
 // Whether `a` equals `b`, in time that depends only on their lengths.
 bool ConstantTimeEquals(const std::string& a, const std::string& b);

@@ -5,6 +5,7 @@
 #include "serve/http_server.h"
 #include "serve/openai_request.h"
 #include "serve/output_text.h"
+#include "serve/serve_metrics.h"
 
 namespace epserve::serve {
 namespace {
@@ -115,18 +116,42 @@ TEST(ConstantTimeEquals, ComparesWholeStrings) {
   EXPECT_FALSE(ConstantTimeEquals("", "k"));
 }
 
-TEST(MetricsText, NamesEveryMetric) {
-  WorkerMetrics m;
-  m.num_running = 2;
-  m.generation_tokens = 17;
-  m.finished["length"] = 3;
-  const std::string t = MetricsText(m, "tiny");
-  EXPECT_NE(t.find("epserve:num_requests_running{model_name=\"tiny\"} 2\n"), std::string::npos);
-  EXPECT_NE(t.find("epserve:generation_tokens_total{model_name=\"tiny\"} 17\n"), std::string::npos);
-  EXPECT_NE(t.find("finished_reason=\"length\"} 3\n"), std::string::npos);
+TEST(ServeMetrics, NamesEveryMetricPerGroup) {
+  ServeMetrics sm("tiny");
+  sm.ObserveTimeToFirstToken(0.003);
+  sm.CountRequest("ok");
+  RouterMetrics r;
+  r.groups.resize(2);
+  r.groups[0].up = true;
+  r.groups[0].load.num_running = 2;
+  r.groups[1].load.generation_tokens = 17;
+  r.groups[1].load.finished["length"] = 3;
+  r.groups[1].load.prefix_cache_queries = 8;
+  r.groups[1].load.prefix_cache_hits = 2;
+  r.decisions["cache_hit"] = 5;
+  r.retries = 1;
+  const std::string t = sm.Render(r);
+  EXPECT_NE(t.find("epserve:num_requests_running{model_name=\"tiny\",group=\"0\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(t.find("epserve:generation_tokens_total{model_name=\"tiny\",group=\"1\"} 17\n"),
+            std::string::npos);
+  EXPECT_NE(t.find("group=\"1\",finished_reason=\"length\"} 3\n"), std::string::npos);
+  EXPECT_NE(t.find("epserve:prefix_cache_hit_rate{model_name=\"tiny\",group=\"1\"} 0.25\n"),
+            std::string::npos);
+  EXPECT_NE(t.find("epserve:router_decisions_total{model_name=\"tiny\",reason=\"cache_hit\"} 5"),
+            std::string::npos);
+  EXPECT_NE(t.find("epserve:groups_up{model_name=\"tiny\"} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("epserve:router_retries_total{model_name=\"tiny\"} 1\n"), std::string::npos);
+  EXPECT_NE(
+      t.find("epserve:time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"0.005\"} 1"),
+      std::string::npos)
+      << t;
+  EXPECT_NE(t.find("epserve:http_requests_total{model_name=\"tiny\",status=\"ok\"} 1"),
+            std::string::npos);
   for (const char* name : {"num_requests_waiting", "kv_cache_usage_perc", "prompt_tokens_total",
-                           "prefix_cache_hits_total", "prefix_cache_queries_total"})
-    EXPECT_NE(t.find(std::string("epserve:") + name + "{"), std::string::npos) << name;
+                           "prefix_cache_hits_total", "prefix_cache_queries_total", "group_up",
+                           "inter_token_latency_seconds", "e2e_request_latency_seconds"})
+    EXPECT_NE(t.find(std::string("epserve:") + name), std::string::npos) << name;
 }
 
 }  // namespace

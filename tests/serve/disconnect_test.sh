@@ -9,7 +9,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/lib.sh"
 rm -rf "$WORK" && mkdir -p "$WORK"
 "$EPSERVE" make-model --preset tiny --seed 2 --out "$WORK/model" >/dev/null
-start_server "$WORK/server.log" --model "$WORK/model"
+start_server "$WORK/server.log" --model "$WORK/model" --drain-timeout 1
 curl -sN --max-time 60 -H 'Content-Type: application/json' \
   -d '{"prompt": [1, 2, 3], "max_tokens": 4000, "temperature": 0, "ignore_eos": true, "stream": true}' \
   "$BASE/v1/completions" >"$WORK/stream.txt" &
@@ -37,7 +37,8 @@ generated=$(metric 'epserve:generation_tokens_total')
 code=$(curl -s --max-time 30 -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' \
   -d '{"prompt": [1, 2], "max_tokens": 2}' "$BASE/v1/completions")
 [[ $code == 200 ]] || fail "next request: $code"
-# SIGTERM during a stream: the stream ends (error chunk, then [DONE]) and the server exits 0.
+# SIGTERM during a stream longer than --drain-timeout: it ends (error chunk, then [DONE]) and
+# the server exits 0.
 curl -sN --max-time 30 -H 'Content-Type: application/json' \
   -d '{"prompt": [4, 5], "max_tokens": 4000, "ignore_eos": true, "stream": true}' \
   "$BASE/v1/completions" >"$WORK/shutdown.txt" &

@@ -10,11 +10,11 @@ start_server() {
   "$EPSERVE" serve --port 0 --kv-memory 64M --threads 1 "$@" >"$log" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 1 300); do
-    grep -q '^epserve: serving .* on http://' "$log" && break
+    grep -q '^epserve: serving .* on https\?://' "$log" && break
     if ! kill -0 "$SERVER_PID" 2>/dev/null; then cat "$log"; echo "FAIL: the server exited"; exit 1; fi
     sleep 0.1
   done
-  PORT=$(sed -n 's|^epserve: serving .* on http://[^:]*:\([0-9]*\)$|\1|p' "$log")
+  PORT=$(sed -n 's|^epserve: serving .* on https\?://[^:]*:\([0-9]*\).*$|\1|p' "$log")
   [[ -n $PORT ]] || { cat "$log"; echo "FAIL: no 'serving ... on' line in 30 s"; exit 1; }
   BASE=http://127.0.0.1:$PORT
 }
@@ -35,13 +35,25 @@ stop_server() {
 
 fail() { echo "FAIL: $*"; exit 1; }
 
-# metric NAME_AND_LABELS: the value of one /metrics line (prefix match on the name and labels).
+# metric 'NAME' or metric 'NAME{k="v",...}': the sum of NAME's /metrics series whose labels
+# include every k="v" given (over all DP groups unless group="G" is one of them).
 metric() {
   curl -s --max-time 5 "$BASE/metrics" | /usr/bin/python3 -c '
-import sys
+import re, sys
 want = sys.argv[1]
+name, _, rest = want.partition("{")
+need = set(re.findall(r"(\w+)=\"([^\"]*)\"", rest))
+total, seen = 0.0, False
 for line in sys.stdin:
-    if line.startswith(want) and not line.startswith("#"):
-        print(line.rsplit(" ", 1)[1].strip()); break
+    if line.startswith("#"):
+        continue
+    m = re.match(r"([^{ ]+)(?:\{(.*)\})? (\S+)$", line.strip())
+    if not m or m.group(1) != name:
+        continue
+    labels = set(re.findall(r"(\w+)=\"([^\"]*)\"", m.group(2) or ""))
+    if need <= labels:
+        total += float(m.group(3)); seen = True
+if seen:
+    print(int(total) if total == int(total) else total)
 ' "$1"
 }

@@ -1,0 +1,167 @@
+#include "serve/group_router.h"
+
+#include <cstdio>
+
+namespace epserve::serve {
+
+StatusOr<std::unique_ptr<GroupRouter>> GroupRouter::Create(
+    std::vector<std::unique_ptr<EngineGroup>> groups, GroupRouterOptions options) {
+  if (groups.empty()) return Status::InvalidArgument("no engine group to route to");
+  ASSIGN_OR_RETURN(auto policy,
+                   RoutingPolicy::Create(static_cast<int>(groups.size()), options.routing));
+  return std::unique_ptr<GroupRouter>(
+      new GroupRouter(std::move(groups), options, std::move(policy)));
+}
+
+GroupRouter::GroupRouter(std::vector<std::unique_ptr<EngineGroup>> groups,
+                         GroupRouterOptions options, std::unique_ptr<RoutingPolicy> policy)
+    : groups_(std::move(groups)),
+      options_(options),
+      policy_(std::move(policy)),
+      up_(groups_.size(), false),
+      in_flight_(groups_.size(), 0),
+      loads_(groups_.size()) {
+  health_ = std::thread([this] { HealthLoop(); });
+}
+
+GroupRouter::~GroupRouter() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (health_.joinable()) health_.join();
+}
+
+void GroupRouter::HealthLoop() {
+  for (;;) {
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      StatusOr<WorkerMetrics> load = groups_[g]->Load(options_.health_timeout);
+      std::unique_lock<std::mutex> lock(mu_);
+      if (stop_) return;
+      if (load.ok()) {
+        loads_[g] = *load;
+        if (!up_[g]) {
+          up_[g] = true;
+          std::fprintf(stderr, "epserve: %s is up\n", groups_[g]->name().c_str());
+        }
+        cv_.notify_all();
+      } else if (up_[g]) {
+        lock.unlock();
+        MarkDown(static_cast<int>(g), load.status().message());
+      }
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cv_.wait_for(lock, options_.health_interval, [this] { return stop_; })) return;
+  }
+}
+
+void GroupRouter::MarkDown(int g, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!up_[g]) return;
+    up_[g] = false;
+  }
+  std::fprintf(stderr, "epserve: %s is down: %s\n", groups_[g]->name().c_str(), why.c_str());
+  policy_->ForgetGroup(g);  // whatever it comes back with, its cache is not to be counted on
+  groups_[g]->Abort(groups_[g]->name() + " is down: " + why);
+}
+
+void GroupRouter::ReportFailure(int group, const std::string& why) {
+  if (group >= 0 && group < num_groups()) MarkDown(group, why);
+}
+
+Status GroupRouter::WaitUntilUp(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto all_up = [this] {
+    for (bool u : up_)
+      if (!u) return false;
+    return true;
+  };
+  if (cv_.wait_for(lock, timeout, all_up)) return Status::Ok();
+  std::string down;
+  for (size_t g = 0; g < up_.size(); ++g)
+    if (!up_[g]) down += (down.empty() ? "" : ", ") + groups_[g]->name();
+  return Status::Unavailable("not up after " + std::to_string(timeout.count() / 1000) +
+                             " s: " + down);
+}
+
+StatusOr<RoutedRequest> GroupRouter::Submit(const EngineRequest& request,
+                                            std::shared_ptr<RequestStream> stream, int exclude) {
+  std::vector<bool> tried(groups_.size(), false);
+  if (exclude >= 0 && exclude < num_groups()) tried[exclude] = true;
+  std::string last_error;
+  for (;;) {
+    std::vector<int64_t> loads;
+    std::vector<bool> usable(groups_.size());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      loads = in_flight_;
+      for (size_t g = 0; g < groups_.size(); ++g) usable[g] = up_[g] && !tried[g];
+    }
+    RouteDecision d = policy_->Choose(request.prompt, loads, usable);
+    if (d.group < 0) {
+      if (last_error.empty()) return Status::Unavailable("no engine group is up");
+      return Status::Unavailable("no engine group took the request; last: " + last_error);
+    }
+    StatusOr<RequestId> id = groups_[d.group]->Submit(request, stream, options_.submit_timeout);
+    if (id.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++in_flight_[d.group];
+      ++decisions_[RouteReasonName(d.reason)];
+      return RoutedRequest{.group = d.group, .id = *id};
+    }
+    if (id.status().code() != StatusCode::kUnavailable) return id.status();
+    last_error = id.status().message();
+    tried[d.group] = true;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++retries_;
+    }
+    MarkDown(d.group, last_error);
+  }
+}
+
+void GroupRouter::Cancel(const RoutedRequest& r, FinishReason count_as) {
+  if (r.group >= 0 && r.group < num_groups()) groups_[r.group]->Cancel(r.id, count_as);
+}
+
+void GroupRouter::Finished(const RoutedRequest& r) {
+  if (r.group < 0 || r.group >= num_groups()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  --in_flight_[r.group];
+}
+
+int GroupRouter::num_up() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  for (bool u : up_) n += u ? 1 : 0;
+  return n;
+}
+
+RouterMetrics GroupRouter::Metrics(bool refresh) {
+  if (refresh) {
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!up_[g]) continue;
+      }
+      StatusOr<WorkerMetrics> load = groups_[g]->Load(options_.health_timeout);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (load.ok()) loads_[g] = *load;
+    }
+  }
+  RouterMetrics m;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t g = 0; g < groups_.size(); ++g)
+    m.groups.push_back({.name = groups_[g]->name(),
+                        .up = up_[g],
+                        .in_flight = in_flight_[g],
+                        .load = loads_[g],
+                        .tree_tokens = policy_->tree_tokens(static_cast<int>(g))});
+  m.decisions = decisions_;
+  m.retries = retries_;
+  return m;
+}
+
+}  // namespace epserve::serve

@@ -1,0 +1,140 @@
+#include "serve/serve_metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <cstdio>
+
+namespace epserve::serve {
+
+namespace {
+
+// vLLM's bucket bounds for the same histograms (vllm/engine/metrics.py), in seconds.
+const prometheus::Histogram::BucketBoundaries kTtftBuckets = {
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+    1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+const prometheus::Histogram::BucketBoundaries kItlBuckets = {
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
+    0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+const prometheus::Histogram::BucketBoundaries kE2eBuckets = {
+    0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+    30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+
+}  // namespace
+
+ServeMetrics::ServeMetrics(std::string model_name)
+    : model_name_(std::move(model_name)), registry_(std::make_shared<prometheus::Registry>()) {
+  const prometheus::Labels labels = {{"model_name", model_name_}};
+  ttft_ = &prometheus::BuildHistogram()
+               .Name("epserve:time_to_first_token_seconds")
+               .Help("Time from a request's arrival to its first token.")
+               .Register(*registry_)
+               .Add(labels, kTtftBuckets);
+  itl_ = &prometheus::BuildHistogram()
+              .Name("epserve:inter_token_latency_seconds")
+              .Help("Time between a request's successive tokens.")
+              .Register(*registry_)
+              .Add(labels, kItlBuckets);
+  e2e_ = &prometheus::BuildHistogram()
+              .Name("epserve:e2e_request_latency_seconds")
+              .Help("Time from a request's arrival to its last token.")
+              .Register(*registry_)
+              .Add(labels, kE2eBuckets);
+  requests_ = &prometheus::BuildCounter()
+                   .Name("epserve:http_requests_total")
+                   .Help("Completion requests answered, by outcome (ok or the HTTP status).")
+                   .Register(*registry_);
+}
+
+ServeMetrics::~ServeMetrics() = default;
+
+void ServeMetrics::ObserveTimeToFirstToken(double s) { ttft_->Observe(s); }
+void ServeMetrics::ObserveInterTokenLatency(double s) { itl_->Observe(s); }
+void ServeMetrics::ObserveEndToEnd(double s) { e2e_->Observe(s); }
+
+void ServeMetrics::CountRequest(const std::string& status) {
+  requests_->Add({{"model_name", model_name_}, {"status", status}}).Increment();
+}
+
+std::string ServeMetrics::Render(const RouterMetrics& r) const {
+  std::string out = prometheus::TextSerializer().Serialize(registry_->Collect());
+  auto num = [](double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.17g", v);
+    return std::string(buf);
+  };
+  const std::string model = "model_name=\"" + model_name_ + "\"";
+  auto family = [&](const char* name, const char* type, const char* help, auto value) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+    for (size_t g = 0; g < r.groups.size(); ++g)
+      out += std::string(name) + "{" + model + ",group=\"" + std::to_string(g) + "\"} " +
+             num(value(r.groups[g])) + "\n";
+  };
+  using G = RouterMetrics::Group;
+  family("epserve:group_up", "gauge", "1 while the DP group answers health checks.",
+         [](const G& g) { return g.up ? 1.0 : 0.0; });
+  family("epserve:num_requests_running", "gauge", "Requests holding cache blocks.",
+         [](const G& g) { return double(g.load.num_running); });
+  family("epserve:num_requests_waiting", "gauge", "Requests queued for admission.",
+         [](const G& g) { return double(g.load.num_waiting); });
+  family("epserve:router_requests_in_flight", "gauge",
+         "Requests this scheduler has routed to the group and not yet finished.",
+         [](const G& g) { return double(g.in_flight); });
+  family("epserve:kv_cache_usage_perc", "gauge",
+         "Share of KV cache blocks referenced by requests (1 = all).",
+         [](const G& g) { return g.load.kv_cache_usage(); });
+  family("epserve:prompt_tokens_total", "counter", "Prompt tokens submitted.",
+         [](const G& g) { return double(g.load.prompt_tokens); });
+  family("epserve:generation_tokens_total", "counter", "Tokens generated.",
+         [](const G& g) { return double(g.load.generation_tokens); });
+  family("epserve:prefix_cache_queries_total", "counter",
+         "Prompt tokens looked up in the prefix cache.",
+         [](const G& g) { return double(g.load.prefix_cache_queries); });
+  family("epserve:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",
+         [](const G& g) { return double(g.load.prefix_cache_hits); });
+  family("epserve:prefix_cache_hit_rate", "gauge",
+         "prefix_cache_hits_total / prefix_cache_queries_total (0 before any query).",
+         [](const G& g) {
+           return g.load.prefix_cache_queries > 0
+                      ? double(g.load.prefix_cache_hits) / g.load.prefix_cache_queries
+                      : 0.0;
+         });
+  family("epserve:router_tree_tokens", "gauge",
+         "Prompt tokens the router's prefix tree attributes to the group.",
+         [](const G& g) { return double(g.tree_tokens); });
+  out +=
+      "# HELP epserve:request_success_total Requests finished in the engines, by finish reason.\n"
+      "# TYPE epserve:request_success_total counter\n";
+  for (size_t g = 0; g < r.groups.size(); ++g)
+    for (const char* reason : {"stop", "length", "cancelled", "error"}) {
+      auto it = r.groups[g].load.finished.find(reason);
+      out += "epserve:request_success_total{" + model + ",group=\"" + std::to_string(g) +
+             "\",finished_reason=\"" + reason + "\"} " +
+             std::to_string(it == r.groups[g].load.finished.end() ? 0 : it->second) + "\n";
+    }
+  out +=
+      "# HELP epserve:router_decisions_total Requests routed, by reason.\n"
+      "# TYPE epserve:router_decisions_total counter\n";
+  for (const char* reason : {"cache_hit", "cache_miss", "balance", "round_robin", "least_load"}) {
+    auto it = r.decisions.find(reason);
+    out += "epserve:router_decisions_total{" + model + ",reason=\"" + reason + "\"} " +
+           std::to_string(it == r.decisions.end() ? 0 : it->second) + "\n";
+  }
+  int up = 0;
+  for (const G& g : r.groups) up += g.up ? 1 : 0;
+  out +=
+      "# HELP epserve:router_retries_total Submissions moved to another group after a failure.\n"
+      "# TYPE epserve:router_retries_total counter\n"
+      "epserve:router_retries_total{" +
+      model + "} " + std::to_string(r.retries) + "\n";
+  out +=
+      "# HELP epserve:groups_up DP groups answering health checks.\n"
+      "# TYPE epserve:groups_up gauge\n"
+      "epserve:groups_up{" +
+      model + "} " + std::to_string(up) + "\n";
+  return out;
+}
+
+}  // namespace epserve::serve

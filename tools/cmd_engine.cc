@@ -1,0 +1,199 @@
+// `epserve engine`: the engine world of a multi-group deployment. Run alone it is one DP group;
+// under mpirun it is an expert-parallel world (EP = DP x TP, runtime/ep_replica.h) stepping in
+// lock-step. The leader rank of every DP group serves the gRPC engine service
+// (rpc/engine_service.h) that `epserve serve --engines` (or `serve --np N`, which starts this
+// command itself) routes requests to. SIGINT/SIGTERM on any rank stops every rank.
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "comm/communicator.h"
+#include "rpc/engine_service.h"
+#include "runtime/engine_worker.h"
+#include "runtime/ep_replica.h"
+#include "runtime/loaded_model.h"
+#include "tools/command.h"
+#include "tools/engine_flags.h"
+
+namespace epserve::tools {
+
+namespace {
+
+struct EngineCmdFlags {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 0;
+  std::string port_file;
+  EngineFlags engine;
+  int tp = 1;
+  int ranks_per_node = 0;
+  std::string a2a = "sparse";
+  std::string placement;
+  double timeout = 120;
+};
+
+std::atomic<int> g_stop_signal{0};
+void OnStopSignal(int sig) { g_stop_signal = sig; }
+
+// The group's address for the scheduler: PREFIX.G holds "host:port", written whole (rename).
+Status WritePortFile(const std::string& prefix, int group, const std::string& address) {
+  const std::string path = prefix + "." + std::to_string(group);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << address << "\n";
+    if (!out) return Status::IoError(tmp + ": cannot write");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Status::IoError(path + ": " + ec.message());
+  return Status::Ok();
+}
+
+// Serves `worker` on the leader; steps (on this thread when distributed) until a stop signal.
+Status Serve(const EngineCmdFlags& f, EngineWorker& worker, int group, int dp,
+             const std::string& ranks, bool leader, bool distributed) {
+  std::unique_ptr<rpc::EngineService> service;
+  if (leader) {
+    const int port = f.port > 0 ? f.port + group : 0;
+    ASSIGN_OR_RETURN(service, rpc::EngineService::Start(
+                                  worker, {.listen = f.host + ":" + std::to_string(port)}));
+    const std::string address = f.host + ":" + std::to_string(service->port());
+    if (!f.port_file.empty()) RETURN_IF_ERROR(WritePortFile(f.port_file, group, address));
+    std::printf("epserve engine: group %d of %d (%s) listening on %s\n", group, dp, ranks.c_str(),
+                address.c_str());
+    std::fflush(stdout);
+  }
+  std::atomic<bool> done{false};
+  std::thread watch([&] {
+    while (!done && g_stop_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!done) worker.RequestStop();
+  });
+  Status st = distributed ? worker.Run() : Status::Ok();
+  if (!distributed) {
+    while (g_stop_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    worker.Shutdown();
+  }
+  done = true;
+  watch.join();
+  if (service) service->Shutdown(std::chrono::milliseconds(500));
+  return st;
+}
+
+Status RunEngine(const EngineCmdFlags& f) {
+  struct sigaction sa = {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+  if (f.port < 0 || f.port > 65535) return Status::InvalidArgument("--port must be in [0, 65535]");
+  if (f.a2a != "sparse" && f.a2a != "padded")
+    return Status::InvalidArgument("--a2a must be sparse or padded, got " + f.a2a);
+  if (!comm::LaunchedByMpi()) {
+    if (f.tp != 1 || !f.placement.empty() || f.ranks_per_node != 0)
+      return Status::InvalidArgument(
+          "--tp, --placement and --ranks-per-node need several ranks: run under mpirun -np N");
+    std::string dir = f.model;
+    if (dir.empty()) {
+      ASSIGN_OR_RETURN(dir, EnsureDefaultModel());
+    }
+    ASSIGN_OR_RETURN(auto local, StartLocalEngine(dir, f.engine));
+    EngineWorker worker(*local->engine);
+    return Serve(f, worker, 0, 1, "one process", true, false);
+  }
+  if (f.model.empty())
+    return Status::InvalidArgument("--model is needed under mpirun (serve --np N passes it)");
+  ASSIGN_OR_RETURN(auto mpi,
+                   comm::MpiWorld::Init(nullptr, nullptr, {.timeout_seconds = f.timeout}));
+  std::unique_ptr<EpReplica> rep;
+  EpError err =
+      BuildEpReplica(*mpi,
+                     {.model_dir = f.model,
+                      .tp = f.tp,
+                      .ranks_per_node = f.ranks_per_node,
+                      .a2a = f.a2a == "padded" ? comm::A2aMode::kPadded : comm::A2aMode::kSparse,
+                      .placement_path = f.placement,
+                      .threads = f.engine.threads},
+                     &rep);
+  const int rank = mpi->world().rank();
+  auto fail = [&](const Status& st, bool global) -> Status {
+    if (global) {
+      if (rank == 0) std::fprintf(stderr, "epserve: error: %s\n", st.message().c_str());
+      return Status::Unavailable("");  // exit code 1, printed once
+    }
+    std::fprintf(stderr, "epserve: error: rank %d: %s\n", rank, st.message().c_str());
+    std::fflush(stderr);
+    mpi->Abort(1);
+  };
+  if (!err.status.ok()) return fail(err.status, err.is_global);
+  StatusOr<EngineOptions> eo = f.engine.Options(rep->config);
+  if (!eo.ok()) return fail(eo.status(), true);
+  // TP followers replay their leader's block ids: every rank of a group takes the smallest pool
+  // any of them could hold (a share of available memory differs a little between ranks).
+  int64_t neg = -eo->num_blocks;
+  if (Status st = rep->group_comm->AllReduceMax(&neg, 1); !st.ok()) return fail(st, false);
+  eo->num_blocks = -neg;
+  Engine engine(*rep->model, *eo);
+  EngineWorker worker(engine,
+                      {.lockstep = {.world = &mpi->world(), .group = rep->group_comm.get()}});
+  const std::string ranks = "ranks " + std::to_string(rep->group * rep->tp) + "-" +
+                            std::to_string(rep->group * rep->tp + rep->tp - 1);
+  if (rank == 0)
+    std::printf(
+        "epserve engine: %d ranks (machines: %d, DP %d x TP %d), KV cache per group: %lld "
+        "blocks x %lld positions (%s)\n",
+        rep->num_ranks, rep->num_nodes, rep->dp, rep->tp, static_cast<long long>(eo->num_blocks),
+        static_cast<long long>(eo->block_size), KvDTypeName(eo->kv_dtype));
+  Status st = Serve(f, worker, rep->group, rep->dp, ranks, rep->leader(), true);
+  if (!st.ok()) return fail(st, false);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterEngineCommand(CLI::App& app, CommandContext& ctx) {
+  auto f = std::make_shared<EngineCmdFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "engine",
+      "Run the engine world of a multi-group deployment: alone, one DP group; under mpirun -np N,\n"
+      "N expert-parallel ranks in DP groups of --tp ranks. The first rank of each group serves\n"
+      "the gRPC engine service (no authentication: keep it on loopback or a private network)\n"
+      "that `epserve serve --engines HOST:PORT,...` routes to. `serve --np N` starts this itself.");
+  cmd->add_option("--model", f->model, "model folder (default: the embedded tiny model)");
+  cmd->add_option("--host", f->host, "address the engine service binds")->capture_default_str();
+  cmd->add_option("--port", f->port,
+                  "port of group 0's service; group G uses PORT+G (0: any free port)")
+      ->capture_default_str();
+  cmd->add_option("--port-file", f->port_file,
+                  "each group leader writes \"host:port\" to PREFIX.G once it listens");
+  f->engine.AddTo(cmd);
+  const char* ep = "Expert parallelism (under mpirun -np N)";
+  cmd->add_option("--tp", f->tp, "ranks per DP group (tensor-parallel attention)")
+      ->capture_default_str()
+      ->group(ep);
+  cmd->add_option("--ranks-per-node", f->ranks_per_node,
+                  "ranks per machine (default: as MPI reports; set it to emulate machines)")
+      ->group(ep);
+  cmd->add_option("--a2a", f->a2a, "dispatch/combine: sparse or padded")
+      ->capture_default_str()
+      ->group(ep);
+  cmd->add_option("--placement", f->placement, "expert placement file (default contiguous)")
+      ->group(ep);
+  cmd->add_option("--timeout", f->timeout,
+                  "seconds a rank waits in one collective before failing (a dead peer)")
+      ->capture_default_str()
+      ->group(ep);
+  cmd->callback([f, &ctx] {
+    Status st = RunEngine(*f);
+    if (!st.ok() && !st.message().empty()) ReportError(ctx, st.message());
+    if (!st.ok()) ctx.exit_code = 1;
+  });
+}
+
+}  // namespace epserve::tools

@@ -1,0 +1,78 @@
+#include "tools/engine_flags.h"
+
+#include <cstdio>
+
+#include "tools/command.h"
+
+namespace epserve::tools {
+
+void EngineFlags::AddTo(CLI::App* cmd) {
+  const char* g = "Engine";
+  cmd->add_option("--max-batch-tokens", max_batch_tokens, "token budget of one engine step")
+      ->capture_default_str()
+      ->group(g);
+  cmd->add_option("--max-running", max_running, "requests holding cache blocks at once")
+      ->capture_default_str()
+      ->group(g);
+  cmd->add_option("--block-size", block_size, "positions per cache block")
+      ->capture_default_str()
+      ->group(g);
+  cmd->add_option("--kv-dtype", kv_dtype, "latent cache elements: f32 or bf16")
+      ->capture_default_str()
+      ->group(g);
+  cmd->add_option("--kv-memory", kv_memory,
+                  "cache pool of each DP group: bytes (K/M/G suffix) or a share of the memory "
+                  "available at start (N%)")
+      ->capture_default_str()
+      ->group(g);
+  cmd->add_option("--threads", threads,
+                  "compute threads per rank (default: the machine's cores / its ranks)")
+      ->group(g);
+}
+
+StatusOr<EngineOptions> EngineFlags::Options(const ModelConfig& c) const {
+  if (max_batch_tokens < 1) return Status::InvalidArgument("--max-batch-tokens must be >= 1");
+  if (max_running < 1) return Status::InvalidArgument("--max-running must be >= 1");
+  if (block_size < 1) return Status::InvalidArgument("--block-size must be >= 1");
+  if (threads < 0) return Status::InvalidArgument("--threads must be >= 0");
+  ASSIGN_OR_RETURN(KvDType dtype, ParseKvDType(kv_dtype));
+  ASSIGN_OR_RETURN(int64_t kv_bytes, ParseKvMemory(kv_memory));
+  EngineOptions eo{.max_batch_tokens = max_batch_tokens,
+                   .max_running = max_running,
+                   .block_size = block_size,
+                   .kv_dtype = dtype};
+  eo.default_stop_ids.assign(c.eos_token_ids.begin(), c.eos_token_ids.end());
+  eo.num_blocks = KvMemoryBlocks(c, dtype, block_size, kv_bytes);
+  if (eo.num_blocks < 1)
+    return Status::InvalidArgument("--kv-memory " + kv_memory + " holds not one cache block");
+  return eo;
+}
+
+std::vector<std::string> EngineFlags::Args() const {
+  std::vector<std::string> a = {"--max-batch-tokens", std::to_string(max_batch_tokens),
+                                "--max-running",      std::to_string(max_running),
+                                "--block-size",       std::to_string(block_size),
+                                "--kv-dtype",         kv_dtype,
+                                "--kv-memory",        kv_memory};
+  if (threads > 0) a.insert(a.end(), {"--threads", std::to_string(threads)});
+  return a;
+}
+
+StatusOr<std::unique_ptr<LocalEngine>> StartLocalEngine(const std::string& dir,
+                                                        const EngineFlags& f) {
+  auto e = std::make_unique<LocalEngine>();
+  ASSIGN_OR_RETURN(e->loaded, LoadModel(dir, {}));
+  ASSIGN_OR_RETURN(EngineOptions eo, f.Options(e->loaded->config));
+  e->pool = std::make_unique<ThreadPool>(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
+  e->model = std::make_unique<Model>(e->loaded->config, *e->loaded->weights, *e->pool);
+  e->experts =
+      std::make_unique<LocalExperts>(*e->loaded->weights, *e->pool, ExpertInputFormat::kF32);
+  e->model->SetExperts(e->experts.get());
+  std::printf("KV cache: %lld blocks x %lld positions (%s)\n",
+              static_cast<long long>(eo.num_blocks), static_cast<long long>(eo.block_size),
+              KvDTypeName(eo.kv_dtype));
+  e->engine = std::make_unique<Engine>(*e->model, eo);
+  return e;
+}
+
+}  // namespace epserve::tools

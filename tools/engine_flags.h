@@ -1,0 +1,43 @@
+// The engine flags `epserve serve` and `epserve engine` share (batching, cache pool, threads),
+// and the one-process engine both build when no mpirun world is involved.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "model/model.h"
+#include "runtime/engine.h"
+#include "runtime/loaded_model.h"
+
+namespace epserve::tools {
+
+struct EngineFlags {
+  int64_t max_batch_tokens = 256;
+  int max_running = 64;
+  int64_t block_size = 64;
+  std::string kv_dtype = "f32";
+  std::string kv_memory = "10%";
+  int threads = 0;
+
+  void AddTo(CLI::App* cmd);
+  // Checks the flags; num_blocks from --kv-memory for this model.
+  StatusOr<EngineOptions> Options(const ModelConfig& config) const;
+  // The flags again, for a child `epserve engine` command line.
+  std::vector<std::string> Args() const;
+};
+
+// A whole model in this process (no expert parallelism).
+struct LocalEngine {
+  std::unique_ptr<LoadedModel> loaded;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<LocalExperts> experts;
+  std::unique_ptr<Engine> engine;
+};
+StatusOr<std::unique_ptr<LocalEngine>> StartLocalEngine(const std::string& model_dir,
+                                                        const EngineFlags& flags);
+
+}  // namespace epserve::tools
