@@ -3,6 +3,7 @@
 # three at once (continuous batching), give exactly the tokens `epserve generate` gives.
 set -euo pipefail
 EPSERVE=$1 WORK=$2
+shift 2  # the rest: more `serve` flags (e.g. --np 2: a two-group deployment)
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/lib.sh"
 rm -rf "$WORK" && mkdir -p "$WORK"
@@ -11,7 +12,7 @@ PROMPTS=("1,2,3" "7,300,12,5,88,41,9" "500")
 N=10
 "$EPSERVE" generate --model "$WORK/model" --max-tokens $N --ignore-eos --tokens-out "$WORK/generate.json" \
   --prompt-ids "${PROMPTS[0]}" --prompt-ids "${PROMPTS[1]}" --prompt-ids "${PROMPTS[2]}" >/dev/null
-start_server "$WORK/server.log" --model "$WORK/model"
+start_server "$WORK/server.log" --model "$WORK/model" "$@"
 pids=()
 for i in 0 1 2; do
   curl -s --max-time 30 -H 'Content-Type: application/json' -o "$WORK/server-$i.json" \

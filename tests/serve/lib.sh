@@ -1,7 +1,43 @@
 # Shared by the serve tests: start `epserve serve` on a free port, stop it, small JSON checks.
 # Every wait is bounded; the server is killed on exit whatever happens.
 SERVER_PID=""
-trap 'if [[ -n $SERVER_PID ]]; then kill -KILL $SERVER_PID 2>/dev/null || true; fi' EXIT
+ENGINE_PIDS=()
+trap 'kill -KILL $SERVER_PID ${ENGINE_PIDS[@]} 2>/dev/null || true' EXIT
+
+# start_engines N MODEL LOGPREFIX: N one-process engine services (`epserve engine`, each one DP
+# group holding every expert) on free loopback ports; sets ENGINE_PIDS and ENGINES
+# ("host:port,host:port,...", for serve --engines).
+start_engines() {
+  local n=$1 model=$2 prefix=$3 g a
+  local addrs=()
+  for ((g = 0; g < n; ++g)); do
+    "$EPSERVE" engine --model "$model" --port 0 --kv-memory 64M --threads 1 >"$prefix-$g.log" 2>&1 &
+    ENGINE_PIDS+=($!)
+  done
+  for ((g = 0; g < n; ++g)); do
+    for _ in $(seq 1 300); do
+      grep -q 'listening on' "$prefix-$g.log" && break
+      sleep 0.1
+    done
+    a=$(sed -n 's/.* listening on \(.*\)$/\1/p' "$prefix-$g.log")
+    [[ -n $a ]] || { cat "$prefix-$g.log"; echo "FAIL: engine $g did not listen in 30 s"; exit 1; }
+    addrs+=("$a")
+  done
+  ENGINES=$(IFS=,; echo "${addrs[*]}")
+}
+
+# stop_engines: SIGTERM; each must exit 0 within 10 s.
+stop_engines() {
+  local p rc
+  for p in "${ENGINE_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${ENGINE_PIDS[@]}"; do
+    rc=0
+    timeout 10 tail --pid="$p" -f /dev/null || { echo "FAIL: engine $p did not exit 10 s after SIGTERM"; exit 1; }
+    wait "$p" || rc=$?
+    [[ $rc -eq 0 || $rc -eq 127 ]] || { echo "FAIL: engine $p exited with $rc"; exit 1; }
+  done
+  ENGINE_PIDS=()
+}
 
 # start_server LOG ARGS...: sets SERVER_PID, PORT and BASE.
 start_server() {
@@ -17,6 +53,7 @@ start_server() {
   PORT=$(sed -n 's|^epserve: serving .* on https\?://[^:]*:\([0-9]*\).*$|\1|p' "$log")
   [[ -n $PORT ]] || { cat "$log"; echo "FAIL: no 'serving ... on' line in 30 s"; exit 1; }
   BASE=http://127.0.0.1:$PORT
+  if grep -q '^epserve: serving .* on https://' "$log"; then BASE=https://127.0.0.1:$PORT; fi
 }
 
 # stop_server: SIGTERM, then the server must exit 0 within 10 s.
@@ -38,7 +75,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 # metric 'NAME' or metric 'NAME{k="v",...}': the sum of NAME's /metrics series whose labels
 # include every k="v" given (over all DP groups unless group="G" is one of them).
 metric() {
-  curl -s --max-time 5 "$BASE/metrics" | /usr/bin/python3 -c '
+  curl -s --max-time 5 ${CURL_TLS:-} "$BASE/metrics" | /usr/bin/python3 -c '
 import re, sys
 want = sys.argv[1]
 name, _, rest = want.partition("{")
