@@ -82,8 +82,9 @@ Status GroupRouter::WaitUntilUp(std::chrono::milliseconds timeout) {
   std::string down;
   for (size_t g = 0; g < up_.size(); ++g)
     if (!up_[g]) down += (down.empty() ? "" : ", ") + groups_[g]->name();
-  return Status::Unavailable("not up after " + std::to_string(timeout.count() / 1000) +
-                             " s: " + down);
+  char waited[32];
+  std::snprintf(waited, sizeof(waited), "%.1f", timeout.count() / 1000.0);
+  return Status::Unavailable(std::string("not up after ") + waited + " s: " + down);
 }
 
 StatusOr<RoutedRequest> GroupRouter::Submit(const EngineRequest& request,

@@ -1,0 +1,145 @@
+// GroupRouter over fake groups: routing, retries on an unavailable group, health checks that
+// mark groups down and up again, and "no group up".
+#include "serve/group_router.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace epserve::serve {
+namespace {
+
+class FakeGroup : public EngineGroup {
+ public:
+  explicit FakeGroup(std::string name) : name_(std::move(name)) {}
+  std::string name() const override { return name_; }
+  StatusOr<RequestId> Submit(EngineRequest, std::shared_ptr<RequestStream>,
+                             std::chrono::milliseconds) override {
+    ++submits;
+    if (!accepting) return Status::Unavailable(name_ + " refuses");
+    return next_id++;
+  }
+  void Cancel(RequestId, FinishReason) override { ++cancels; }
+  StatusOr<WorkerMetrics> Load(std::chrono::milliseconds) override {
+    if (!healthy) return Status::Unavailable(name_ + " does not answer");
+    WorkerMetrics m;
+    m.num_running = 7;
+    return m;
+  }
+  void Abort(const std::string&) override { ++aborts; }
+
+  std::atomic<bool> healthy{true}, accepting{true};
+  std::atomic<int> submits{0}, cancels{0}, aborts{0};
+  RequestId next_id = 1;
+
+ private:
+  std::string name_;
+};
+
+struct Fixture {
+  explicit Fixture(int n, RoutingPolicyKind policy = RoutingPolicyKind::kRoundRobin) {
+    std::vector<std::unique_ptr<EngineGroup>> groups;
+    for (int g = 0; g < n; ++g) {
+      auto f = std::make_unique<FakeGroup>("group " + std::to_string(g));
+      fakes.push_back(f.get());
+      groups.push_back(std::move(f));
+    }
+    router =
+        GroupRouter::Create(std::move(groups), {.routing = {.policy = policy},
+                                                .health_interval = std::chrono::milliseconds(20),
+                                                .health_timeout = std::chrono::milliseconds(20)})
+            .value();
+    EXPECT_TRUE(router->WaitUntilUp(std::chrono::seconds(5)).ok());
+  }
+  bool WaitFor(int up, std::chrono::milliseconds limit = std::chrono::seconds(5)) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      if (router->num_up() == up) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  }
+  std::vector<FakeGroup*> fakes;
+  std::unique_ptr<GroupRouter> router;
+};
+
+EngineRequest Prompt(int32_t first) { return {.prompt = {first, 2, 3, 4}}; }
+
+TEST(GroupRouter, RoundRobinsAndCountsInFlight) {
+  Fixture f(2);
+  auto a = f.router->Submit(Prompt(1), std::make_shared<RequestStream>());
+  auto b = f.router->Submit(Prompt(2), std::make_shared<RequestStream>());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->group, b->group);
+  RouterMetrics m = f.router->Metrics();
+  EXPECT_EQ(m.groups[0].in_flight + m.groups[1].in_flight, 2);
+  EXPECT_EQ(m.decisions["round_robin"], 2);
+  EXPECT_EQ(m.groups[0].load.num_running, 7);
+  f.router->Finished(*a);
+  f.router->Cancel(*b, FinishReason::kCancelled);
+  f.router->Finished(*b);
+  m = f.router->Metrics();
+  EXPECT_EQ(m.groups[0].in_flight + m.groups[1].in_flight, 0);
+  EXPECT_EQ(f.fakes[b->group]->cancels, 1);
+}
+
+TEST(GroupRouter, RetriesARefusedSubmissionOnAnotherGroupAndMarksTheFirstDown) {
+  Fixture f(3);
+  f.fakes[0]->accepting = false;
+  auto r = f.router->Submit(Prompt(1), std::make_shared<RequestStream>());  // round robin: 0 first
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_NE(r->group, 0);
+  EXPECT_EQ(f.fakes[0]->submits, 1);
+  EXPECT_EQ(f.fakes[0]->aborts, 1);  // marked down: its open requests ended
+  EXPECT_EQ(f.router->Metrics().retries, 1);
+  // Healthy again at the next health check.
+  f.fakes[0]->accepting = true;
+  EXPECT_TRUE(f.WaitFor(3));
+}
+
+TEST(GroupRouter, AGroupThatStopsAnsweringIsDownWithinAHealthIntervalAndComesBack) {
+  Fixture f(2);
+  f.fakes[1]->healthy = false;
+  ASSERT_TRUE(f.WaitFor(1));
+  EXPECT_EQ(f.fakes[1]->aborts, 1);
+  for (int i = 0; i < 4; ++i) {
+    auto r = f.router->Submit(Prompt(i), std::make_shared<RequestStream>());
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->group, 0);
+  }
+  EXPECT_EQ(f.fakes[1]->submits, 0);
+  f.fakes[1]->healthy = true;
+  EXPECT_TRUE(f.WaitFor(2));
+}
+
+TEST(GroupRouter, NoGroupUpIsUnavailableAndABadRequestIsNotRetried) {
+  Fixture f(2);
+  f.fakes[0]->accepting = false;
+  f.fakes[1]->accepting = false;
+  auto r = f.router->Submit(Prompt(1), std::make_shared<RequestStream>());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("refuses"), std::string::npos) << r.status().message();
+  f.fakes[0]->healthy = f.fakes[1]->healthy = false;
+  ASSERT_TRUE(f.WaitFor(0));
+  r = f.router->Submit(Prompt(1), std::make_shared<RequestStream>());
+  EXPECT_EQ(r.status().message(), "no engine group is up");
+}
+
+TEST(GroupRouter, WaitUntilUpNamesTheGroupsStillDown) {
+  std::vector<std::unique_ptr<EngineGroup>> groups;
+  auto dead = std::make_unique<FakeGroup>("group 1 (10.0.0.2:5000)");
+  dead->healthy = false;
+  groups.push_back(std::make_unique<FakeGroup>("group 0"));
+  groups.push_back(std::move(dead));
+  auto router =
+      GroupRouter::Create(std::move(groups), {.health_interval = std::chrono::milliseconds(10)})
+          .value();
+  Status st = router->WaitUntilUp(std::chrono::milliseconds(200));
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+  EXPECT_NE(st.message().find("group 1 (10.0.0.2:5000)"), std::string::npos) << st.message();
+  EXPECT_EQ(st.message().find("group 0"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace epserve::serve
