@@ -126,6 +126,9 @@ void RegisterBenchCommand(CLI::App& app, CommandContext& ctx) {
   AddBenchMoeLayerCommand(bench, ctx);
   AddBenchEngineCommand(bench, ctx);
   AddBenchTokenizeCommand(bench, ctx);
+#ifdef EPSERVE_HAVE_SERVE
+  AddBenchServeCommand(bench, ctx);
+#endif
   auto f = std::make_shared<DecodeFlags>();
   CLI::App* decode = bench->add_subcommand(
       "decode",
