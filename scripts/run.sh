@@ -1,16 +1,59 @@
 #!/usr/bin/env bash
-# The main job. Sets everything up (packages, build), then generates text on the embedded default
-# model (the `tiny` preset, made on first use) across 4 expert-parallel MPI ranks laid out as
-# 2 machines x 2 ranks (DP 4, TP 1; 5 prompts, so one DP group serves two), and prints the
-# generated ids, throughput and the --stats table (traffic per MoE layer, tokens per rank and
-# expert, time per kernel per rank). Extra arguments go to `epserve generate`.
+# The main job. Sets everything up (packages, build), then starts the whole deployment with one
+# command: `epserve serve --np 2` launches a two-rank expert-parallel engine world through
+# mpirun (two DP groups, the routed experts split between the ranks) behind the
+# OpenAI-compatible HTTP server and its cache-aware request router, on the embedded default
+# model (the `tiny` preset with its tokenizer and chat template, made on first use). Then one
+# demo chat request with curl, whose streamed text is printed as it arrives, the server's
+# routing and cache metrics, and a clean shutdown (SIGTERM: drain, stop the engine world).
+# Extra arguments go to `epserve serve` (e.g. --np 4 --tp 2, --model DIR, --port 8000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 BUILD_DIR=${BUILD_DIR:-build}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
-"$BUILD_DIR/tools/epserve" make-model --preset tiny --out "$BUILD_DIR/models/tiny" >/dev/null
-exec mpirun --oversubscribe --bind-to none -np 4 "$BUILD_DIR/tools/epserve" generate --model "$BUILD_DIR/models/tiny" \
-  --ranks-per-node 2 --stats --max-tokens 16 \
-  --prompt-ids 1,2,3,4,5 --prompt-ids 42 --prompt-ids 7,8,9 --prompt-ids 100,200,300,400 --prompt-ids 11 "$@"
+EPSERVE=$BUILD_DIR/tools/epserve
+LOG=$(mktemp /tmp/epserve-serve.XXXXXX.log)
+"$EPSERVE" serve --np 2 --port 0 --kv-memory 512M "$@" >"$LOG" 2>&1 &
+SERVER=$!
+trap 'kill -TERM $SERVER 2>/dev/null || true' EXIT
+for _ in $(seq 1 600); do
+  grep -q '^epserve: serving ' "$LOG" && break
+  kill -0 $SERVER 2>/dev/null || { cat "$LOG"; echo "run.sh: the server exited"; exit 1; }
+  sleep 0.5
+done
+cat "$LOG"
+URL=$(sed -n 's|^epserve: serving .* on \(https\?://[^ ]*\) .*|\1|p' "$LOG")
+[[ -n $URL ]] || { echo "run.sh: no 'serving' line after 300 s"; exit 1; }
+
+echo
+echo "\$ curl $URL/v1/chat/completions  (stream: true)"
+curl -sN --max-time 60 "$URL/v1/chat/completions" -H 'Content-Type: application/json' -d '{
+  "messages": [{"role": "system", "content": "You are a helpful assistant."},
+               {"role": "user", "content": "Write one sentence about experts."}],
+  "max_tokens": 48, "temperature": 0.7, "seed": 1, "stream": true,
+  "stream_options": {"include_usage": true}}' |
+  /usr/bin/python3 -u -c '
+import json, sys
+for line in sys.stdin:
+    if not line.startswith("data: ") or line.startswith("data: [DONE]"):
+        continue
+    chunk = json.loads(line[6:])
+    for c in chunk["choices"]:
+        sys.stdout.write(c["delta"].get("content") or "")
+        sys.stdout.flush()
+    if chunk.get("usage"):
+        u = chunk["usage"]
+        print("\n[usage: %d prompt, %d completion tokens]" % (u["prompt_tokens"], u["completion_tokens"]))
+'
+echo
+echo "\$ curl $URL/metrics  (excerpt)"
+curl -s --max-time 10 "$URL/metrics" | grep -E '^epserve:(groups_up|router_decisions_total|prompt_tokens_total|generation_tokens_total)' || true
+
+echo
+kill -TERM $SERVER
+trap - EXIT
+rc=0
+wait $SERVER || rc=$?
+tail -n 2 "$LOG"
+echo "run.sh: the server exited with status $rc"
+exit $rc

@@ -76,6 +76,7 @@ std::vector<std::string> MpirunArgv(const ServeFlags& f, const std::string& dir)
   std::vector<std::string> a = {f.mpirun, "-np", std::to_string(f.np)};
   if (!f.hostfile.empty()) a.insert(a.end(), {"--hostfile", f.hostfile});
   if (geteuid() == 0) a.push_back("--allow-run-as-root");
+  a.insert(a.end(), {"--bind-to", "none"});  // each rank runs its own thread pool
   if (f.hostfile.empty() && f.np > static_cast<int>(std::thread::hardware_concurrency()))
     a.push_back("--oversubscribe");
   for (const auto& x : Split(f.mpirun_args, ' ')) a.push_back(x);
