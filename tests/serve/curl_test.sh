@@ -151,4 +151,28 @@ expect_error 401 /v1/completions '{"prompt": "hi", "max_tokens": 4}' -H 'Authori
   fail "the right key was refused"
 [[ $(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "$BASE/health") == 200 ]] || fail "/health with a key"
 stop_server
+
+# --max-concurrent-requests 1: a second request while a stream runs gets 429 (an OpenAI-style
+# rate_limit_exceeded body); once the stream is gone, requests are served again.
+start_server "$WORK/server-limit.log" --model "$WORK/model" --max-concurrent-requests 1 --drain-timeout 1
+curl -sN --max-time 30 -H 'Content-Type: application/json' \
+  -d '{"prompt": [4, 5], "max_tokens": 4000, "ignore_eos": true, "stream": true}' \
+  "$BASE/v1/completions" >"$WORK/long.txt" &
+LONG=$!
+for _ in $(seq 1 100); do
+  [[ $(grep -c '^data: ' "$WORK/long.txt" || true) -ge 2 ]] && break
+  sleep 0.05
+done
+expect_error 429 /v1/completions '{"prompt": "hi", "max_tokens": 2}'
+grep -q '"rate_limit_exceeded"' "$WORK/out.json" || fail "429 without code rate_limit_exceeded"
+kill $LONG 2>/dev/null || true
+wait $LONG 2>/dev/null || true
+code=""
+for _ in $(seq 1 50); do
+  code=$(post /v1/completions '{"prompt": "hi", "max_tokens": 2}')
+  [[ $code == 200 ]] && break
+  sleep 0.1
+done
+[[ $code == 200 ]] || fail "still refused after the stream ended: $code"
+stop_server
 echo "serve.curl: ok"
