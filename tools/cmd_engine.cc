@@ -3,6 +3,8 @@
 // lock-step. The leader rank of every DP group serves the gRPC engine service
 // (rpc/engine_service.h) that `epserve serve --engines` (or `serve --np N`, which starts this
 // command itself) routes requests to. SIGINT/SIGTERM on any rank stops every rank.
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -55,15 +57,35 @@ Status WritePortFile(const std::string& prefix, int group, const std::string& ad
   return Status::Ok();
 }
 
+// "auto": this machine's own address, the first IPv4 address its host name resolves to (what a
+// scheduler on another machine of the hostfile reaches it by).
+StatusOr<std::string> ResolveHost(const std::string& host) {
+  if (host != "auto") return host;
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return Status::IoError("gethostname failed");
+  addrinfo hints = {};
+  hints.ai_family = AF_INET;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(name, nullptr, &hints, &res) != 0 || res == nullptr)
+    return Status::InvalidArgument(
+        std::string("--host auto: cannot resolve this machine's name \"") + name +
+        "\"; give its address");
+  char ip[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, ip, sizeof(ip));
+  freeaddrinfo(res);
+  return std::string(ip);
+}
+
 // Serves `worker` on the leader; steps (on this thread when distributed) until a stop signal.
 Status Serve(const EngineCmdFlags& f, EngineWorker& worker, int group, int dp,
              const std::string& ranks, bool leader, bool distributed) {
   std::unique_ptr<rpc::EngineService> service;
   if (leader) {
     const int port = f.port > 0 ? f.port + group : 0;
-    ASSIGN_OR_RETURN(service, rpc::EngineService::Start(
-                                  worker, {.listen = f.host + ":" + std::to_string(port)}));
-    const std::string address = f.host + ":" + std::to_string(service->port());
+    ASSIGN_OR_RETURN(std::string host, ResolveHost(f.host));
+    ASSIGN_OR_RETURN(
+        service, rpc::EngineService::Start(worker, {.listen = host + ":" + std::to_string(port)}));
+    const std::string address = host + ":" + std::to_string(service->port());
     if (!f.port_file.empty()) RETURN_IF_ERROR(WritePortFile(f.port_file, group, address));
     std::printf("epserve engine: group %d of %d (%s) listening on %s\n", group, dp, ranks.c_str(),
                 address.c_str());
@@ -166,7 +188,10 @@ void RegisterEngineCommand(CLI::App& app, CommandContext& ctx) {
       "the gRPC engine service (no authentication: keep it on loopback or a private network)\n"
       "that `epserve serve --engines HOST:PORT,...` routes to. `serve --np N` starts this itself.");
   cmd->add_option("--model", f->model, "model folder (default: the embedded tiny model)");
-  cmd->add_option("--host", f->host, "address the engine service binds")->capture_default_str();
+  cmd->add_option("--host", f->host,
+                  "address the engine service binds; auto: this machine's address (by its host "
+                  "name), for a scheduler on another machine")
+      ->capture_default_str();
   cmd->add_option("--port", f->port,
                   "port of group 0's service; group G uses PORT+G (0: any free port)")
       ->capture_default_str();

@@ -48,7 +48,8 @@ struct ServeFlags {
   // Deployment.
   std::string engines;
   int np = 0, tp = 1, ranks_per_node = 0;
-  std::string hostfile, mpirun = "mpirun", mpirun_args, engine_host = "127.0.0.1";
+  std::string hostfile, mpirun = "mpirun", mpirun_args,
+                        engine_host;  // "": 127.0.0.1, or auto with a hostfile
   int engine_port = 0;
   std::string placement;
   double startup_timeout = 600, drain_timeout = 30;
@@ -83,8 +84,10 @@ std::vector<std::string> MpirunArgv(const ServeFlags& f, const std::string& dir)
   char self[4096] = {};
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   a.push_back(n > 0 ? std::string(self, n) : "epserve");
-  a.insert(a.end(), {"engine", "--model", dir, "--tp", std::to_string(f.tp), "--host",
-                     f.engine_host, "--port", std::to_string(f.engine_port)});
+  a.insert(a.end(),
+           {"engine", "--model", dir, "--tp", std::to_string(f.tp), "--host",
+            !f.engine_host.empty() ? f.engine_host : (f.hostfile.empty() ? "127.0.0.1" : "auto"),
+            "--port", std::to_string(f.engine_port)});
   if (f.ranks_per_node > 0)
     a.insert(a.end(), {"--ranks-per-node", std::to_string(f.ranks_per_node)});
   if (!f.placement.empty()) a.insert(a.end(), {"--placement", f.placement});
@@ -299,8 +302,8 @@ void RegisterServeCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--mpirun-args", f->mpirun_args, "more launcher arguments, space-separated")
       ->group(dep);
   cmd->add_option("--engine-host", f->engine_host,
-                  "address the group leaders' engine services bind (keep it private)")
-      ->capture_default_str()
+                  "address the group leaders' engine services bind (default 127.0.0.1; with "
+                  "--hostfile: auto, each machine's own address; keep it a private network)")
       ->group(dep);
   cmd->add_option("--engine-port", f->engine_port,
                   "port of group 0's engine service, PORT+G for group G (0: any free)")
