@@ -90,7 +90,11 @@ Status GroupRouter::WaitUntilUp(std::chrono::milliseconds timeout) {
 StatusOr<RoutedRequest> GroupRouter::Submit(const EngineRequest& request,
                                             std::shared_ptr<RequestStream> stream, int exclude) {
   std::vector<bool> tried(groups_.size(), false);
-  if (exclude >= 0 && exclude < num_groups()) tried[exclude] = true;
+  if (exclude >= 0 && exclude < num_groups()) {
+    tried[exclude] = true;
+    std::lock_guard<std::mutex> lock(mu_);
+    ++retries_;  // a request its first group lost
+  }
   std::string last_error;
   for (;;) {
     std::vector<int64_t> loads;

@@ -49,7 +49,7 @@ struct RouterMetrics {
   };
   std::vector<Group> groups;
   std::map<std::string, int64_t> decisions;  // RouteReasonName -> requests
-  int64_t retries = 0;                       // submissions moved to another group
+  int64_t retries = 0;  // submissions moved to another group (refused, or lost before a token)
 };
 
 class GroupRouter {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # serve.failover: `serve --engines` over two engine services (`epserve engine`, one process
-# each). Killing one (SIGKILL) mid-stream: the router marks it down within seconds, the stream
-# on it ends (an error event, or a retry on the other group when it had produced no token),
-# and new requests are served by the other group; killing both: requests get 503 and /health
+# each, one request running at a time). Killing one (SIGKILL) mid-stream: the router marks it
+# down within seconds, the stream running on it ends with an error event, the one still
+# waiting there (no token yet) is retried on the other group and completes, and new requests
+# are served by the other group; killing both: requests get 503 and /health
 # 503 within seconds; nothing hangs (every curl has --max-time).
 set -euo pipefail
 EPSERVE=$1 WORK=$2
@@ -11,7 +12,7 @@ source "$HERE/lib.sh"
 rm -rf "$WORK" && mkdir -p "$WORK"
 "$EPSERVE" make-model --preset tiny --seed 2 --out "$WORK/model" >/dev/null
 exec 2> >(grep -v " Killed " >&2)  # bash reports the engines this test kills
-start_engines 2 "$WORK/model" "$WORK/engine"
+start_engines 2 "$WORK/model" "$WORK/engine" --max-running 1
 start_server "$WORK/server.log" --model "$WORK/model" --engines "$ENGINES" \
   --policy round_robin --health-interval-ms 200 --health-timeout-ms 500
 [[ $(metric 'epserve:groups_up') == 2 ]] || fail "not both groups up"
@@ -22,10 +23,12 @@ complete() {  # complete OUT: a small greedy completion; prints the HTTP status
 }
 [[ $(complete "$WORK/a.json") == 200 ]] || fail "first request"
 
-# Two long streams, one per group (round robin), then group 0's engine dies.
-for i in 0 1; do
+# Round robin from group 1: two long streams running (groups 1 and 0), two short ones waiting
+# behind them (groups 1 and 0); then group 0's engine dies.
+for i in 0 1 2 3; do
+  tokens=$((i < 2 ? 3000 : 20))
   curl -sN --max-time 60 -H 'Content-Type: application/json' \
-    -d '{"prompt": [4, 5], "max_tokens": 3000, "ignore_eos": true, "stream": true}' \
+    -d "{\"prompt\": [4, 5], \"max_tokens\": $tokens, \"ignore_eos\": true, \"stream\": true}" \
     "$BASE/v1/completions" >"$WORK/stream-$i.txt" &
   eval "STREAM_$i=$!"
   sleep 0.3
@@ -42,16 +45,18 @@ for _ in $(seq 1 50); do
 done
 [[ $(metric 'epserve:groups_up') == 1 ]] || fail "the dead group is not marked down within 5 s"
 down_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-# The streams (one per group): the dead group's ended with an error event and [DONE]; the
-# other ran to its end.
-for i in 0 1; do
+# The streams: the one running on the dead group ended with an error event and [DONE]; the
+# one waiting there was retried on the live group; all others ran to their end.
+for i in 0 1 2 3; do
   rc=0; eval "wait \$STREAM_$i" || rc=$?
   [[ $rc -eq 0 ]] || fail "stream $i: curl exited with $rc"
   tail -c 20 "$WORK/stream-$i.txt" | grep -q 'data: \[DONE\]' || fail "stream $i: no [DONE]"
 done
 errors=$(grep -l '"error"' "$WORK"/stream-*.txt | wc -l)
 lengths=$(grep -l '"finish_reason":"length"' "$WORK"/stream-*.txt | wc -l)
-[[ $errors == 1 && $lengths == 1 ]] || fail "want one stream ended by the error, one complete: $errors errors, $lengths complete"
+[[ $errors == 1 && $lengths == 3 ]] || fail "want one stream ended by the error, three complete: $errors errors, $lengths complete"
+grep -q '"error"' "$WORK/stream-1.txt" || fail "the error ended another stream than the dead group's running one"
+[[ $(metric 'epserve:router_retries_total') -ge 1 ]] || fail "the waiting request was not counted as retried"
 # New requests all go to the live group.
 for i in 1 2 3 4; do
   [[ $(complete "$WORK/b$i.json") == 200 ]] || { cat "$WORK/b$i.json"; fail "request $i after one group died"; }

@@ -4,14 +4,15 @@ SERVER_PID=""
 ENGINE_PIDS=()
 trap 'kill -KILL $SERVER_PID ${ENGINE_PIDS[@]} 2>/dev/null || true' EXIT
 
-# start_engines N MODEL LOGPREFIX: N one-process engine services (`epserve engine`, each one DP
+# start_engines N MODEL LOGPREFIX [ARGS...]: N one-process engine services (`epserve engine`, each one DP
 # group holding every expert) on free loopback ports; sets ENGINE_PIDS and ENGINES
 # ("host:port,host:port,...", for serve --engines).
 start_engines() {
   local n=$1 model=$2 prefix=$3 g a
+  shift 3
   local addrs=()
   for ((g = 0; g < n; ++g)); do
-    "$EPSERVE" engine --model "$model" --port 0 --kv-memory 64M --threads 1 >"$prefix-$g.log" 2>&1 &
+    "$EPSERVE" engine --model "$model" --port 0 --kv-memory 64M --threads 1 "$@" >"$prefix-$g.log" 2>&1 &
     ENGINE_PIDS+=($!)
   done
   for ((g = 0; g < n; ++g)); do
