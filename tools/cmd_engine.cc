@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -115,6 +116,8 @@ Status RunEngine(const EngineCmdFlags& f) {
   sigaction(SIGTERM, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
   if (f.port < 0 || f.port > 65535) return Status::InvalidArgument("--port must be in [0, 65535]");
+  if (!(f.timeout > 0) || !std::isfinite(f.timeout))
+    return Status::InvalidArgument("--timeout must be a positive number of seconds");
   if (f.a2a != "sparse" && f.a2a != "padded")
     return Status::InvalidArgument("--a2a must be sparse or padded, got " + f.a2a);
   if (!comm::LaunchedByMpi()) {

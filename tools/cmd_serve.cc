@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -152,6 +153,15 @@ Status RunServe(const ServeFlags& f) {
     return Status::InvalidArgument("--np starts engines, --engines uses running ones: not both");
   if (f.np == 0 && (f.tp != 1 || !f.hostfile.empty() || f.ranks_per_node != 0))
     return Status::InvalidArgument("--tp, --hostfile and --ranks-per-node need --np N");
+  if (f.http_threads < 0) return Status::InvalidArgument("--http-threads must be >= 0");
+  if (f.engine_port < 0 || f.engine_port > 65535)
+    return Status::InvalidArgument("--engine-port must be in [0, 65535]");
+  if (f.health_interval_ms < 10 || f.health_timeout_ms < 10)
+    return Status::InvalidArgument("--health-interval-ms and --health-timeout-ms must be >= 10");
+  if (!(f.startup_timeout > 0) || !std::isfinite(f.startup_timeout))
+    return Status::InvalidArgument("--startup-timeout must be a positive number of seconds");
+  if (!(f.drain_timeout >= 0) || !std::isfinite(f.drain_timeout))
+    return Status::InvalidArgument("--drain-timeout must be a number of seconds >= 0");
   if (f.ssl_certfile.empty() != f.ssl_keyfile.empty())
     return Status::InvalidArgument("--ssl-certfile and --ssl-keyfile go together");
   serve::RoutingOptions routing = f.routing;
@@ -174,6 +184,9 @@ Status RunServe(const ServeFlags& f) {
   ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::Parse(config_text, dir + "/config.json"));
 
   // The engines.
+  const auto startup_deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(f.startup_timeout * 1000));
   std::unique_ptr<LocalEngine> local;
   std::unique_ptr<EngineWorker> worker;
   std::unique_ptr<EngineWorld> world;
@@ -205,8 +218,11 @@ Status RunServe(const ServeFlags& f) {
           std::move(groups), {.routing = routing,
                               .health_interval = std::chrono::milliseconds(f.health_interval_ms),
                               .health_timeout = std::chrono::milliseconds(f.health_timeout_ms)}));
-  RETURN_IF_ERROR(router->WaitUntilUp(
-      std::chrono::milliseconds(static_cast<int64_t>(f.startup_timeout * 1000))));
+  // One --startup-timeout for all of it: the world listening and every group answering.
+  const auto left = startup_deadline - std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(
+      router->WaitUntilUp(std::max(std::chrono::milliseconds(1000),
+                                   std::chrono::duration_cast<std::chrono::milliseconds>(left))));
 
   serve::ServeContext ctx;
   ctx.router = router.get();

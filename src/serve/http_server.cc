@@ -126,7 +126,10 @@ void HttpServer::Routes() {
   server_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     // 200 while some DP group can take requests.
     const bool ok = !ctx_.draining && ctx_.router->num_up() > 0;
-    res.set_content(ok ? "" : "no engine group is up\n", "text/plain");
+    res.set_content(ok              ? ""
+                    : ctx_.draining ? "the server is shutting down\n"
+                                    : "no engine group is up\n",
+                    "text/plain");
     res.status = ok ? 200 : 503;
   });
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {

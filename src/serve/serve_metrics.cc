@@ -29,7 +29,7 @@ ServeMetrics::ServeMetrics(std::string model_name)
   const prometheus::Labels labels = {{"model_name", model_name_}};
   ttft_ = &prometheus::BuildHistogram()
                .Name("epserve:time_to_first_token_seconds")
-               .Help("Time from a request's arrival to its first token.")
+               .Help("Time from a request's submission (after tokenization) to its first token.")
                .Register(*registry_)
                .Add(labels, kTtftBuckets);
   itl_ = &prometheus::BuildHistogram()
@@ -39,7 +39,7 @@ ServeMetrics::ServeMetrics(std::string model_name)
               .Add(labels, kItlBuckets);
   e2e_ = &prometheus::BuildHistogram()
               .Name("epserve:e2e_request_latency_seconds")
-              .Help("Time from a request's arrival to its last token.")
+              .Help("Time from a request's submission (after tokenization) to its last token.")
               .Register(*registry_)
               .Add(labels, kE2eBuckets);
   requests_ = &prometheus::BuildCounter()
