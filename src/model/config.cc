@@ -1,6 +1,7 @@
 #include "model/config.h"
 
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 namespace epserve {
@@ -196,6 +197,29 @@ Status ModelConfig::Validate(const std::string& path) const {
   if (tie_word_embeddings) return bad("tie_word_embeddings true is not supported");
   if (rope_scaling.enabled && (rope_scaling.factor <= 0 || rope_scaling.original_max_position_embeddings <= 0))
     return bad("rope_scaling.factor and original_max_position_embeddings must be positive");
+  // Values that parse but make every logit NaN or meaningless (a JSON 1e999 reads as inf).
+  auto text = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", v);
+    return std::string(buf);
+  };
+  auto positive = [&](const char* name, double v) -> Status {
+    if (std::isfinite(v) && v > 0) return Status::Ok();
+    return bad(std::string("field \"") + name + "\" must be a positive finite number, got " + text(v));
+  };
+  RETURN_IF_ERROR(positive("rms_norm_eps", rms_norm_eps));
+  RETURN_IF_ERROR(positive("rope_theta", rope_theta));
+  RETURN_IF_ERROR(positive("routed_scaling_factor", routed_scaling_factor));
+  if (max_position_embeddings < 1) return bad("field \"max_position_embeddings\" must be positive");
+  if (rope_scaling.enabled) {
+    RETURN_IF_ERROR(positive("rope_scaling.factor", rope_scaling.factor));
+    RETURN_IF_ERROR(positive("rope_scaling.beta_fast", rope_scaling.beta_fast));
+    RETURN_IF_ERROR(positive("rope_scaling.beta_slow", rope_scaling.beta_slow));
+    for (auto [name, v] : {std::pair{"rope_scaling.mscale", rope_scaling.mscale},
+                           std::pair{"rope_scaling.mscale_all_dim", rope_scaling.mscale_all_dim}})
+      if (!std::isfinite(v) || v < 0)
+        return bad(std::string("field \"") + name + "\" must be a finite number >= 0, got " + text(v));
+  }
   return Status::Ok();
 }
 

@@ -1,6 +1,7 @@
 // Importers for the two foreign trace forms: per-prompt CSV files and JSONL rows.
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -318,19 +319,46 @@ StatusOr<Trace> ImportJsonlTrace(const std::string& path, const TraceImportOptio
     if (row.is_discarded() || !row.is_object()) {
       return Status::DataLoss(where + ": not a JSON object");
     }
-    int layer;
-    int64_t token, sequence;
+    // Each field is checked by type, so an error names the line and field (never the JSON
+    // library's own text).
+    auto bad_field = [&](const char* name, const char* want, const Json& v) {
+      std::string got = v.dump();
+      if (got.size() > 40) got = got.substr(0, 37) + "...";
+      return Status::DataLoss(where + ": field \"" + name + "\" must be " + want + ", got " + got);
+    };
+    auto integer = [&](const char* name, int64_t* out) -> Status {
+      const auto it = row.find(name);
+      if (it == row.end()) return Status::DataLoss(where + ": missing field \"" + name + "\"");
+      if (!it->is_number_integer()) return bad_field(name, "an integer", *it);
+      *out = it->get<int64_t>();
+      return Status::Ok();
+    };
+    int64_t layer64 = 0, token = 0, sequence = 0;
     std::vector<int64_t> ids;
     std::vector<float> weights;
-    try {
-      layer = row.at("layer").get<int>();
-      token = row.at("token").get<int64_t>();
-      ids = row.at("experts").get<std::vector<int64_t>>();
-      if (row.contains("weights")) weights = row["weights"].get<std::vector<float>>();
-      sequence = row.value("sequence", token);
-    } catch (const Json::exception& e) {
-      return Status::DataLoss(where + ": " + e.what());
+    RETURN_IF_ERROR(integer("layer", &layer64));
+    RETURN_IF_ERROR(integer("token", &token));
+    sequence = token;
+    if (row.contains("sequence")) RETURN_IF_ERROR(integer("sequence", &sequence));
+    {
+      const auto it = row.find("experts");
+      if (it == row.end()) return Status::DataLoss(where + ": missing field \"experts\"");
+      if (!it->is_array()) return bad_field("experts", "an array of integers", *it);
+      for (const Json& x : *it) {
+        if (!x.is_number_integer()) return bad_field("experts", "an array of integers", *it);
+        ids.push_back(x.get<int64_t>());
+      }
     }
+    if (row.contains("weights")) {
+      const Json& w = row["weights"];
+      if (!w.is_array()) return bad_field("weights", "an array of numbers", w);
+      for (const Json& x : w) {
+        if (!x.is_number()) return bad_field("weights", "an array of numbers", w);
+        weights.push_back(x.get<float>());
+      }
+    }
+    if (layer64 > INT32_MAX) return Status::DataLoss(where + ": field \"layer\" is too large");
+    const int layer = static_cast<int>(layer64);
     if (layer < 0 || token < 0 || sequence < 0 || sequence > UINT32_MAX) {
       return Status::DataLoss(where + ": layer, token and sequence must be non-negative");
     }

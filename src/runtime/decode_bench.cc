@@ -51,6 +51,11 @@ StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, Thre
   const ModelWeights& w = *lm.weights;
   if (opt.decode_steps < 1)
     return Status::InvalidArgument("bench decode: --steps must be at least 1, got " + std::to_string(opt.decode_steps));
+  if (opt.prompt_len < 1) return Status::InvalidArgument("bench decode: --prompt-len must be at least 1");
+  for (int b : opt.batches)
+    if (b < 1) return Status::InvalidArgument("bench decode: --batches must be at least 1, got " + std::to_string(b));
+  if (opt.prompt_len + opt.decode_steps + 1 > c.max_position_embeddings)
+    return Status::InvalidArgument("bench decode: --prompt-len + --steps exceed the model's context");
   const double dense = Dense(w, Bytes);
   const double dense_macs = Dense(w, Elements);
   // Attention per token, layer and head, per cached position: a score over the latent and

@@ -1,6 +1,7 @@
 #include "runtime/generator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -185,6 +186,12 @@ StatusOr<std::vector<GenerateRequest>> ReadArrivals(const std::string& path,
       g.ignore_eos = j["ignore_eos"].get<bool>();
     }
     if (g.arrival_step < 0) return Status::InvalidArgument(where + ": \"step\" must be >= 0");
+    if (g.max_tokens < 1) return Status::InvalidArgument(where + ": \"max_tokens\" must be >= 1");
+    if (g.sampling.top_k < 0) return Status::InvalidArgument(where + ": \"top_k\" must be >= 0");
+    if (!std::isfinite(g.sampling.temperature) || g.sampling.temperature < 0)
+      return Status::InvalidArgument(where + ": \"temperature\" must be a finite number >= 0");
+    if (!(g.sampling.top_p > 0 && g.sampling.top_p <= 1))
+      return Status::InvalidArgument(where + ": \"top_p\" must be in (0, 1]");
     out.push_back(std::move(g));
   }
   if (out.empty()) return Status::InvalidArgument(path + ": no requests");

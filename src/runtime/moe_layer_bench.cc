@@ -27,6 +27,10 @@ StatusOr<std::vector<MoeLayerBenchRow>> RunMoeLayerBench(comm::MpiWorld& mpi, co
   ASSIGN_OR_RETURN(std::string text, ReadTextFile(o.model_dir + "/config.json"));
   ASSIGN_OR_RETURN(ModelConfig c, ModelConfig::Parse(text, o.model_dir + "/config.json"));
   if (n > c.n_routed_experts) return Status::InvalidArgument("more ranks than routed experts");
+  if (o.repeats < 1) return Status::InvalidArgument("--repeats must be >= 1");
+  for (int b : o.batches)
+    if (b < 1) return Status::InvalidArgument("--batches: every batch must be >= 1");
+  if (o.skewed_batch < 0) return Status::InvalidArgument("--skewed must be >= 0");
   int rpn = o.ranks_per_node > 0 ? o.ranks_per_node : n / mpi.num_nodes();
   if (rpn <= 0 || n % rpn) return Status::InvalidArgument("--ranks-per-node must divide the number of ranks");
   std::vector<int> node_of(n);
