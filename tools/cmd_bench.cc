@@ -11,6 +11,7 @@
 #include "runtime/decode_bench.h"
 #include "runtime/loaded_model.h"
 #include "tools/command.h"
+#include "tools/flag_checks.h"
 
 namespace epserve::tools {
 
@@ -34,13 +35,19 @@ Status RunDecode(const DecodeFlags& f) {
     };
     ASSIGN_OR_RETURN(dir, EnsurePresetModel("bench", f.dtype == "fp8", 4, progress));
   }
+  ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {.memory = f.weights == "copied" ? LoadOptions::Memory::kCopied
+                                                                                 : LoadOptions::Memory::kMapped}));
+  // Checked before the bandwidth probe, which takes seconds.
+  const int context = loaded->config.max_position_embeddings;
+  if (f.prompt_len + f.steps + 1 > context)
+    return Status::InvalidArgument("--prompt-len " + std::to_string(f.prompt_len) + " + --steps " +
+                                   std::to_string(f.steps) + " exceed the model's context (" +
+                                   std::to_string(context) + " positions, one kept free)");
   ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
   // Bandwidth before and after the run; the better of each (the machine's capability, so the
   // fractions below are if anything understated).
   const kernels::BandwidthOptions bw_opt{.bytes = static_cast<int64_t>(f.bw_gib * (1 << 30))};
   kernels::BandwidthResult bw = kernels::MeasureBandwidth(bw_opt, pool);
-  ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {.memory = f.weights == "copied" ? LoadOptions::Memory::kCopied
-                                                                                 : LoadOptions::Memory::kMapped}));
   ASSIGN_OR_RETURN(auto rows, RunDecodeBench(*loaded, pool, {.batches = f.batches, .prompt_len = f.prompt_len,
                                                               .decode_steps = f.steps}));
   const kernels::BandwidthResult bw_after = kernels::MeasureBandwidth(bw_opt, pool);
@@ -139,11 +146,18 @@ void RegisterBenchCommand(CLI::App& app, CommandContext& ctx) {
       "can take and the best fraction of bandwidth this machine's compute allows.");
   decode->add_option("--model", f->model, "checkpoint directory (default: the bench preset)");
   decode->add_option("--dtype", f->dtype, "bf16 | fp8, for the default bench model")->capture_default_str();
-  decode->add_option("--batches", f->batches, "batch sizes (comma-separated)")->delimiter(',')->capture_default_str();
-  decode->add_option("--prompt-len", f->prompt_len, "prompt tokens per sequence before decoding")->capture_default_str();
-  decode->add_option("--steps", f->steps, "decode steps timed per batch size")->capture_default_str();
-  decode->add_option("--threads", f->threads, "worker threads (0: all cores)");
-  decode->add_option("--bandwidth-gib", f->bw_gib, "buffer size of the bandwidth probe, GiB")->capture_default_str();
+  decode->add_option("--batches", f->batches, "batch sizes (comma-separated)")
+      ->delimiter(',')
+      ->check(IntRange(1, 4096))
+      ->capture_default_str();
+  decode->add_option("--prompt-len", f->prompt_len, "prompt tokens per sequence before decoding")
+      ->check(AtLeast(1))
+      ->capture_default_str();
+  decode->add_option("--steps", f->steps, "decode steps timed per batch size")->check(AtLeast(1))->capture_default_str();
+  decode->add_option("--threads", f->threads, "worker threads (0: all cores)")->check(ThreadCount());
+  decode->add_option("--bandwidth-gib", f->bw_gib, "buffer size of the bandwidth probe, GiB")
+      ->check(RealRange(0.001, 1024))
+      ->capture_default_str();
   decode->add_option("--weights", f->weights,
                      "mapped: stream weights from the checkpoint's file mapping; copied: copy them once "
                      "into anonymous memory on huge pages")

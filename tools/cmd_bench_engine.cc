@@ -8,6 +8,7 @@
 #include "runtime/engine_bench.h"
 #include "runtime/loaded_model.h"
 #include "tools/command.h"
+#include "tools/flag_checks.h"
 
 namespace epserve::tools {
 
@@ -49,6 +50,11 @@ Status Run(const BenchEngineFlags& f) {
     ASSIGN_OR_RETURN(
         dir, EnsurePresetModel(f.preset, f.dtype == "fp8", f.preset == "bench" ? 4 : 1, progress));
   }
+  const EngineBenchOptions& l = f.load;
+  if (l.prompt_max < l.prompt_min)
+    return Status::InvalidArgument("--prompt-max must be >= --prompt-min");
+  if (l.output_max < l.output_min)
+    return Status::InvalidArgument("--output-max must be >= --output-min");
   ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {}));
   ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
   Model model(loaded->config, *loaded->weights, pool);
@@ -117,27 +123,36 @@ void AddBenchEngineCommand(CLI::App* bench, CommandContext& ctx) {
       ->capture_default_str();
   cmd->add_option("--dtype", f->dtype, "bf16 | fp8 weights of the generated preset")
       ->capture_default_str();
-  cmd->add_option("--requests", f->load.num_requests, "requests offered")->capture_default_str();
-  cmd->add_option("--rate", f->load.rate, "arrivals per second (Poisson; 0: all at once)")
+  cmd->add_option("--requests", f->load.num_requests, "requests offered")
+      ->check(IntRange(1, 1000000))
       ->capture_default_str();
-  cmd->add_option("--prompt-min", f->load.prompt_min)->capture_default_str();
-  cmd->add_option("--prompt-max", f->load.prompt_max)->capture_default_str();
-  cmd->add_option("--output-min", f->load.output_min)->capture_default_str();
-  cmd->add_option("--output-max", f->load.output_max)->capture_default_str();
+  cmd->add_option("--rate", f->load.rate, "arrivals per second (Poisson; 0: all at once)")
+      ->check(NonNegativeReal())
+      ->capture_default_str();
+  cmd->add_option("--prompt-min", f->load.prompt_min)->check(AtLeast(1))->capture_default_str();
+  cmd->add_option("--prompt-max", f->load.prompt_max)->check(AtLeast(1))->capture_default_str();
+  cmd->add_option("--output-min", f->load.output_min)->check(AtLeast(1))->capture_default_str();
+  cmd->add_option("--output-max", f->load.output_max)->check(AtLeast(1))->capture_default_str();
   cmd->add_option("--prefix-share", f->load.prefix_share,
                   "share of requests opening with the common prefix")
+      ->check(RealRange(0, 1))
       ->capture_default_str();
   cmd->add_option("--prefix-len", f->load.prefix_len, "tokens of the common prefix")
+      ->check(AtLeast(0))
       ->capture_default_str();
   cmd->add_option("--static-batch", f->load.static_batch, "batch size of the static baseline")
+      ->check(IntRange(1, 65536))
       ->capture_default_str();
   cmd->add_option("--max-batch-tokens", f->load.engine.max_batch_tokens,
                   "engine token budget per step")
+      ->check(AtLeast(1))
       ->capture_default_str();
-  cmd->add_option("--max-running", f->load.engine.max_running)->capture_default_str();
+  cmd->add_option("--max-running", f->load.engine.max_running)
+      ->check(IntRange(1, 65536))
+      ->capture_default_str();
   cmd->add_option("--kv-dtype", f->kv_dtype, "f32 | bf16")->capture_default_str();
   cmd->add_option("--seed", f->load.seed)->capture_default_str();
-  cmd->add_option("--threads", f->threads, "worker threads (0: all cores)");
+  cmd->add_option("--threads", f->threads, "worker threads (0: all cores)")->check(ThreadCount());
   cmd->add_flag("--json", f->json, "one JSON object instead of the table");
   cmd->callback([f, &ctx] {
     Status st = Run(*f);

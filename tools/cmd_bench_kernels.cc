@@ -7,6 +7,7 @@
 
 #include "kernels/kernel_bench.h"
 #include "tools/command.h"
+#include "tools/flag_checks.h"
 
 namespace epserve::tools {
 
@@ -74,12 +75,15 @@ void AddBenchKernelsCommand(CLI::App* bench, CommandContext& ctx) {
       "measured\n"
       "in the same run, and for prefill matmuls GFLOP/s against OpenBLAS sgemm on the same\n"
       "dequantized matrices. Allocates about 1 GB.");
-  cmd->add_option("--threads", f->threads, "worker threads (0: all cores)");
+  cmd->add_option("--threads", f->threads, "worker threads (0: all cores)")->check(ThreadCount());
   cmd->add_option("--repeats", f->repeats, "runs per measurement; the best is reported")
+      ->check(IntRange(1, 100000))
       ->capture_default_str();
   cmd->add_option("--decode-mib", f->decode_mib, "size of the decode matmul weights, MiB")
+      ->check(RealRange(1, 65536))
       ->capture_default_str();
   cmd->add_option("--bandwidth-gib", f->bw_gib, "buffer size of the bandwidth probe, GiB")
+      ->check(RealRange(0.001, 1024))
       ->capture_default_str();
   cmd->add_flag("--quick", f->quick,
                 "small shapes and 2 repeats (a smoke run; numbers are not meaningful)");

@@ -6,6 +6,7 @@
 #include "runtime/loaded_model.h"
 #include "runtime/moe_layer_bench.h"
 #include "tools/command.h"
+#include "tools/flag_checks.h"
 
 namespace epserve::tools {
 
@@ -67,11 +68,20 @@ void AddBenchMoeLayerCommand(CLI::App* bench, CommandContext& ctx) {
       "Under mpirun: one MoE layer, sparse dispatch/combine (ours) vs the padded all-to-all baseline;\n"
       "bytes on the wire and time, as ratios measured in the same run, plus a skewed case.");
   cmd->add_option("--model", f->model, "checkpoint directory (default: the embedded tiny model)");
-  cmd->add_option("--batches", f->batches, "tokens per rank (comma-separated)")->delimiter(',')->capture_default_str();
-  cmd->add_option("--skewed", f->skewed, "rank 0's tokens in the skewed case (others have 1; 0 = skip)")->capture_default_str();
-  cmd->add_option("--repeats", f->repeats, "timed repeats per case")->capture_default_str();
-  cmd->add_option("--ranks-per-node", f->ranks_per_node, "emulate machines of K ranks")->capture_default_str();
-  cmd->add_option("--threads", f->threads, "threads per rank")->capture_default_str();
+  cmd->add_option("--batches", f->batches, "tokens per rank (comma-separated)")
+      ->delimiter(',')
+      ->check(IntRange(1, 65536))
+      ->capture_default_str();
+  cmd->add_option("--skewed", f->skewed, "rank 0's tokens in the skewed case (others have 1; 0 = skip)")
+      ->check(IntRange(0, 65536))
+      ->capture_default_str();
+  cmd->add_option("--repeats", f->repeats, "timed repeats per case")->check(IntRange(1, 100000))->capture_default_str();
+  cmd->add_option("--ranks-per-node", f->ranks_per_node, "emulate machines of K ranks (0: as MPI reports)")
+      ->check(AtLeast(0))
+      ->capture_default_str();
+  cmd->add_option("--threads", f->threads, "threads per rank")
+      ->check(IntRange(1, MaxThreads()))
+      ->capture_default_str();
   cmd->add_flag("--json", f->json, "print one JSON object instead of the table");
   cmd->callback([f, &ctx] {
     Status st = RunMoe(*f, ctx);

@@ -14,6 +14,7 @@
 
 #include "text/tokenizer.h"
 #include "tools/command.h"
+#include "tools/flag_checks.h"
 
 namespace epserve::tools {
 
@@ -183,8 +184,11 @@ void AddBenchTokenizeCommand(CLI::App* bench, CommandContext& ctx) {
   cmd->add_option("--tokenizer", f->tokenizer,
                   "folder with tokenizer.json (default: DeepSeek-V3's from tests/text)");
   cmd->add_option("--corpus", f->corpus, "JSON lines of strings")->capture_default_str();
-  cmd->add_option("--mb", f->mb, "corpus size to encode, MB")->capture_default_str();
+  cmd->add_option("--mb", f->mb, "corpus size to encode, MB")
+      ->check(RealRange(0, 100000, LowerEnd::kOpen))
+      ->capture_default_str();
   cmd->add_option("--repeats", f->repeats, "timed passes; the best is reported")
+      ->check(IntRange(1, 100000))
       ->capture_default_str();
   cmd->add_option("--reference-script", f->reference, "the node reference encoder")
       ->capture_default_str();

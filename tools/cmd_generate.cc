@@ -15,6 +15,7 @@
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 #include "tools/command.h"
+#include "tools/flag_checks.h"
 
 namespace epserve::tools {
 
@@ -374,6 +375,7 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
       "\"max_tokens\": M} with optional cancel_step, temperature, top_p, top_k, seed, stop_ids, "
       "ignore_eos (docs/serving-engine.md)");
   cmd->add_option("--max-tokens", f->max_tokens, "tokens to generate per sequence (at most)")
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_flag("--ignore-eos", f->ignore_eos, "do not stop at the model's eos_token_id");
   auto* eng = "Engine (docs/serving-engine.md)";
@@ -387,13 +389,16 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
                   "enough for every request at once")
       ->group(eng);
   cmd->add_option("--block-size", f->block_size, "positions per cache block")
+      ->check(IntRange(1, 1 << 20))
       ->group(eng)
       ->capture_default_str();
   cmd->add_option("--max-batch-tokens", f->max_batch_tokens,
                   "token budget of one step (decodes + prefill chunks)")
+      ->check(AtLeast(1))
       ->group(eng)
       ->capture_default_str();
   cmd->add_option("--max-running", f->max_running, "requests holding cache blocks at once")
+      ->check(AtLeast(1))
       ->group(eng)
       ->capture_default_str();
   cmd->add_flag("--no-prefix-cache", f->no_prefix_cache, "never reuse cached prompt prefixes")
@@ -405,13 +410,18 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--tokens-out", f->tokens_out,
                   "write {\"tokens\": [[...], ...], \"finish\": [...], \"cached_prompt_tokens\": "
                   "[...]} as JSON, in the order of the prompts / arrivals file");
-  cmd->add_option("--temperature", f->temperature, "0 = greedy")->capture_default_str();
-  cmd->add_option("--top-p", f->top_p, "nucleus sampling mass")->capture_default_str();
+  cmd->add_option("--temperature", f->temperature, "0 = greedy")
+      ->check(RealRange(0, 1e4))
+      ->capture_default_str();
+  cmd->add_option("--top-p", f->top_p, "nucleus sampling mass, in (0, 1]")
+      ->check(RealRange(0, 1, LowerEnd::kOpen))
+      ->capture_default_str();
   cmd->add_option("--top-k", f->top_k, "sample among the k most likely tokens (0: all)")
+      ->check(AtLeast(0))
       ->capture_default_str();
   cmd->add_option("--seed", f->seed, "sampling seed (sequence i uses seed + i)")
       ->capture_default_str();
-  cmd->add_option("--threads", f->threads, "worker threads (0: all cores)");
+  cmd->add_option("--threads", f->threads, "worker threads (0: all cores)")->check(ThreadCount());
   cmd->add_option(
          "--weights", f->weights,
          "copied: copy the weights this rank streams into anonymous memory on huge pages (fewer "
@@ -430,10 +440,12 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
   auto* ep = "Expert parallelism (run under mpirun -np N)";
   cmd->add_option("--tp", f->tp,
                   "TP ranks per DP group (DP = N / TP); heads split, experts never duplicated")
+      ->check(AtLeast(1))
       ->group(ep)
       ->capture_default_str();
   cmd->add_option("--ranks-per-node", f->ranks_per_node,
                   "emulate machines of K ranks (0: as MPI reports)")
+      ->check(AtLeast(0))
       ->group(ep);
   cmd->add_option(
          "--a2a", f->a2a,
@@ -447,6 +459,7 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
                 "print traffic per MoE layer, tokens per rank/expert, time per kernel")
       ->group(ep);
   cmd->add_option("--timeout", f->timeout, "seconds a rank waits for its peers before giving up")
+      ->check(PositiveReal())
       ->group(ep)
       ->capture_default_str();
   cmd->add_option("--fault-kill-rank", f->kill_rank)

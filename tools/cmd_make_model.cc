@@ -8,6 +8,7 @@
 #include "text/bpe_trainer.h"
 #include "text/tokenizer.h"
 #include "tools/command.h"
+#include "tools/flag_checks.h"
 
 namespace epserve::tools {
 
@@ -50,7 +51,8 @@ void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--out", flags->out, "output directory (created)")->required();
   cmd->add_option("--dtype", flags->dtype, "bf16 | fp8 (128x128 block-quantized projections)")->capture_default_str();
   cmd->add_option("--seed", flags->seed, "random seed")->capture_default_str();
-  cmd->add_option("--shards", flags->shards, "number of safetensors shards (0: preset default)");
+  cmd->add_option("--shards", flags->shards, "number of safetensors shards (0: preset default)")
+      ->check(IntRange(0, 1024));
   cmd->add_option("--tokenizer", flags->tokenizer,
                   "copy this folder's tokenizer.json + tokenizer_config.json (vocab_size becomes the tokenizer's)\n"
                   "instead of training a byte-level BPE that fills the preset's vocab_size");

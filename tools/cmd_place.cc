@@ -15,6 +15,7 @@
 #include "placement/report.h"
 #include "placement/trace_io.h"
 #include "tools/command.h"
+#include "tools/flag_checks.h"
 
 namespace epserve::tools {
 namespace {
@@ -101,8 +102,9 @@ struct EvaluateFlags {
 };
 
 void AddStrategyOptions(CLI::App* cmd, StrategyFlags* f) {
-  cmd->add_option("--nodes", f->nodes, "machines")->capture_default_str();
+  cmd->add_option("--nodes", f->nodes, "machines")->check(IntRange(1, 4096))->capture_default_str();
   cmd->add_option("--ranks-per-node", f->ranks_per_node, "ranks (GPUs) per machine")
+      ->check(IntRange(1, 4096))
       ->capture_default_str();
   cmd->add_option("--eplb-mode", f->eplb_mode,
                   "eplb: auto (hierarchical when the expert groups divide over the machines) | "
@@ -111,6 +113,7 @@ void AddStrategyOptions(CLI::App* cmd, StrategyFlags* f) {
       ->capture_default_str();
   cmd->add_option("--expert-groups", f->expert_groups,
                   "eplb hierarchical: expert groups (0: the model's, else one per rank)")
+      ->check(AtLeast(0))
       ->capture_default_str();
   cmd->add_flag("--no-replication", f->no_replication,
                 "grace: no hot-expert copies; eplb: no redundant copies");
@@ -120,16 +123,20 @@ void AddStrategyOptions(CLI::App* cmd, StrategyFlags* f) {
   cmd->add_flag("--no-rank-rebalance", f->no_rank_rebalance,
                 "grace: skip the rank-level rebalancing (moves and swaps of copies between the "
                 "ranks of one machine to even out their predicted loads)");
-  cmd->add_option("--r", f->r, "grace: fixed non-uniformity ratio r instead of the knee");
+  cmd->add_option("--r", f->r, "grace: fixed non-uniformity ratio r in [0, 100] instead of the knee")
+      ->check(RealRange(0, 100));
   cmd->add_option("--machine-grouping", f->machine_grouping,
                   "grace: nonuniform (SPEC §8: fully non-uniform over machines) | controlled "
                   "(experiment: controlled sizes with r at the knee, as for ranks)")
       ->check(CLI::IsMember({"nonuniform", "controlled"}))
       ->capture_default_str();
   cmd->add_option("--seed", f->seed, "seed of the k-means starts")->capture_default_str();
-  cmd->add_option("--threads", f->threads, "layers worked on in parallel")->capture_default_str();
+  cmd->add_option("--threads", f->threads, "layers worked on in parallel")
+      ->check(IntRange(1, 1024))
+      ->capture_default_str();
   cmd->add_option("--train-fraction", f->train_fraction,
                   "profile on this leading fraction of the trace's sequences (0: all)")
+      ->check(RealRange(0, 1))
       ->capture_default_str();
 }
 
@@ -328,6 +335,7 @@ void RegisterPlaceCommand(CLI::App& app, CommandContext& ctx) {
   place
       ->add_option("--redundant", pf->redundant,
                    "eplb: extra copies per layer; grace: at most this many (0: no cap)")
+      ->check(AtLeast(0))
       ->capture_default_str();
   place
       ->add_option("--routing", pf->routing,
@@ -356,22 +364,29 @@ void RegisterPlaceCommand(CLI::App& app, CommandContext& ctx) {
                    "eplb+global+topo,grace+norep; 'all' for every step");
   eval->add_option("--redundant", ef->redundant,
                    "--compare: extra copies per layer for eplb and cap for grace (default: eplb "
-                   "matches grace layer by layer)");
+                   "matches grace layer by layer)")
+      ->check(AtLeast(0));
   eval->add_option("--routing", ef->routing, "override the placement's routing: wrr | topo")
       ->check(CLI::IsMember({"wrr", "topo"}));
   eval->add_flag("--json", ef->json, "print one JSON object instead of tables");
   eval->add_flag("--per-layer", ef->per_layer, "--compare: also print per-layer tables");
   eval->add_option("--step-tokens", ef->step_tokens, "tokens per rank per all-to-all step")
+      ->check(IntRange(1, 1 << 30))
       ->capture_default_str();
   eval->add_option("--expert-tflops", ef->cost.expert_tflops, "achieved expert GEMM TFLOP/s")
+      ->check(PositiveReal())
       ->capture_default_str();
   eval->add_option("--hbm-gbps", ef->cost.hbm_gbytes_per_s, "HBM GB/s per rank")
+      ->check(PositiveReal())
       ->capture_default_str();
   eval->add_option("--ib-gbps", ef->cost.ib_gbytes_per_s, "InfiniBand GB/s per rank")
+      ->check(PositiveReal())
       ->capture_default_str();
   eval->add_option("--nvlink-gbps", ef->cost.nvlink_gbytes_per_s, "NVLink GB/s per rank")
+      ->check(PositiveReal())
       ->capture_default_str();
   eval->add_option("--activation-bytes", ef->cost.activation_bytes, "bytes per hidden element")
+      ->check(IntRange(1, 16))
       ->capture_default_str();
   AddStrategyOptions(eval, &ef->common);
 

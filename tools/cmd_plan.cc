@@ -24,6 +24,7 @@
 #include "planner/report_json.h"
 #include "planner/sweep.h"
 #include "tools/command.h"
+#include "tools/flag_checks.h"
 
 namespace epserve::tools {
 namespace {
@@ -87,14 +88,20 @@ void AddCommonOptions(CLI::App* cmd, CommonFlags* f, bool workload) {
   cmd->add_option("--efficiency", f->efficiency, "efficiency factors JSON")->capture_default_str();
   cmd->add_flag("--json", f->json, "print one JSON object (fields in docs/planner.md)");
   if (!workload) return;
-  cmd->add_option("--gpus-per-machine", f->gpus_per_machine, "default: the GPU's catalog entry");
-  cmd->add_option("--kv-len", f->kv_len, "cached tokens per request")->capture_default_str();
+  cmd->add_option("--gpus-per-machine", f->gpus_per_machine, "default: the GPU's catalog entry")
+      ->check(IntRange(1, 4096));
+  cmd->add_option("--kv-len", f->kv_len, "cached tokens per request")
+      ->check(IntRange(0, 1 << 30))
+      ->capture_default_str();
   cmd->add_option("--query-len", f->query_len, "tokens per request per step (1 + MTP drafts)")
+      ->check(IntRange(1, 1024))
       ->capture_default_str();
   cmd->add_option("--acceptance", f->acceptance, "draft token acceptance rate")
+      ->check(RealRange(0, 1))
       ->capture_default_str();
   cmd->add_option("--kv-element-bytes", f->kv_element_bytes,
                   "bytes per latent-cache element (2: BF16; 4: the CPU engine's f32 cache)")
+      ->check(RealRange(0, 64, LowerEnd::kOpen))
       ->capture_default_str();
   cmd->add_option("--overlap", f->overlap, "none | dispatch-overlap | micro-batch | best")
       ->capture_default_str();
@@ -504,11 +511,16 @@ void RegisterPlanCommand(CLI::App& app, CommandContext& ctx) {
                                          "per-kernel breakdown of one MoE layer, the "
                                          "decode step and the memory fit");
   AddCommonOptions(layer, &lf->common, true);
-  layer->add_option("--ep", lf->ep, "expert-parallel ranks (GPUs)")->capture_default_str();
-  layer->add_option("--tp", lf->tp, "GPUs per DP group")->capture_default_str();
-  layer->add_option("--dp", lf->dp, "DP groups (default EP / TP)");
-  layer->add_option("--machines", lf->machines, "machines (default EP / GPUs per machine)");
-  layer->add_option("--batch", lf->common.batch, "requests per DP group")->capture_default_str();
+  layer->add_option("--ep", lf->ep, "expert-parallel ranks (GPUs)")
+      ->check(AtLeast(1))
+      ->capture_default_str();
+  layer->add_option("--tp", lf->tp, "GPUs per DP group")->check(AtLeast(1))->capture_default_str();
+  layer->add_option("--dp", lf->dp, "DP groups (default EP / TP)")->check(AtLeast(1));
+  layer->add_option("--machines", lf->machines, "machines (default EP / GPUs per machine)")
+      ->check(AtLeast(1));
+  layer->add_option("--batch", lf->common.batch, "requests per DP group")
+      ->check(AtLeast(1))
+      ->capture_default_str();
   layer->add_flag("--ignore-memory", lf->ignore_memory,
                   "model the layer even if weights or KV do not fit");
   layer->callback([lf, &ctx] { RunLayer(*lf, ctx); });
@@ -527,7 +539,9 @@ void RegisterPlanCommand(CLI::App& app, CommandContext& ctx) {
     cmd->add_option("--tp", sf->tps, "TP values")->capture_default_str();
     cmd->add_option("--batches", sf->batches, "requests per DP group")->capture_default_str();
     if (pick) {
-      cmd->add_option("--min-speed", sf->min_speed, "output tokens/s per request")->required();
+      cmd->add_option("--min-speed", sf->min_speed, "output tokens/s per request")
+          ->check(PositiveReal())
+          ->required();
     } else {
       cmd->add_option("--csv", sf->csv, "also write every point to this CSV file");
     }
@@ -560,8 +574,10 @@ void RegisterPlanCommand(CLI::App& app, CommandContext& ctx) {
   import->add_option("--csv", inf->csv, "write the calibration CSV here (default: stdout)");
   import->add_option("--hardware-out", inf->hardware_out, "write a one-entry hardware catalog");
   import->add_option("--name", inf->name, "catalog name of the machine")->capture_default_str();
-  import->add_option("--memory-gb", inf->memory_gb, "memory capacity (default: this machine's)");
+  import->add_option("--memory-gb", inf->memory_gb, "memory capacity (default: this machine's)")
+      ->check(PositiveReal());
   import->add_option("--ranks-per-machine", inf->ranks_per_machine, "engine ranks per machine")
+      ->check(IntRange(1, 4096))
       ->capture_default_str();
   import->add_flag("--json", inf->json, "print one JSON object");
   import->callback([inf, &ctx] {

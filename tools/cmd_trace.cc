@@ -7,6 +7,7 @@
 
 #include "placement/trace_io.h"
 #include "tools/command.h"
+#include "tools/flag_checks.h"
 
 namespace epserve::tools {
 namespace {
@@ -22,16 +23,23 @@ struct TraceFlags {
 void AddShapeOptions(CLI::App* cmd, placement::ModelShape* shape) {
   cmd->add_option("--num-experts", shape->num_experts,
                   "routed experts per layer (0: largest id seen + 1)")
+      ->check(IntRange(0, 65536))
       ->capture_default_str();
   cmd->add_option("--top-k", shape->top_k, "experts per token (0: from the data)")
+      ->check(IntRange(0, 1024))
       ->capture_default_str();
-  cmd->add_option("--hidden-size", shape->hidden_size, "model hidden size")->capture_default_str();
+  cmd->add_option("--hidden-size", shape->hidden_size, "model hidden size")
+      ->check(IntRange(1, 1 << 20))
+      ->capture_default_str();
   cmd->add_option("--moe-intermediate-size", shape->moe_intermediate_size, "expert FFN width")
+      ->check(IntRange(1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--num-hidden-layers", shape->num_hidden_layers,
                   "decoder layers, dense ones included")
+      ->check(IntRange(1, 4096))
       ->capture_default_str();
   cmd->add_option("--expert-groups", shape->num_expert_groups, "the gate's expert groups")
+      ->check(IntRange(1, 1024))
       ->capture_default_str();
   cmd->add_option("--model-name", shape->name, "name recorded in the trace")->capture_default_str();
 }
