@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The bad-input suite: every row of cases.tsv is one command line that must fail cleanly, with
+# the expected exit code and an error containing the expected text, and never crash (a signal,
+# "terminate called", a JSON library's own message). Lists every row that differs.
+#
+# cases.tsv: NAME <tab> ARGS <tab> EXIT <tab> SUBSTRING, '#' lines are comments. ARGS follow
+# `epserve` and may use $MODEL (a tiny model made once), $WORK (this run's folder) and shell
+# redirections; they are evaluated by bash. An ARGS starting with "@mpi " runs under
+# `mpirun -np 2` (none do today: every row fails before any rank would start).
+#
+# Usage: run_cases.sh EPSERVE WORK
+set -uo pipefail
+EPSERVE=$1 WORK=$2
+HERE=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$WORK" && mkdir -p "$WORK"
+MODEL=$WORK/model
+"$EPSERVE" make-model --preset tiny --out "$MODEL" >/dev/null || { echo "make-model failed"; exit 1; }
+
+# Models whose config.json is wrong in one field (a copy of the good one).
+bad_config() {  # bad_config NAME SED_EXPRESSION
+  mkdir -p "$WORK/$1"
+  ln -sf "$MODEL/model.safetensors" "$WORK/$1/model.safetensors"
+  sed -E "$2" "$MODEL/config.json" >"$WORK/$1/config.json"
+  grep -q . "$WORK/$1/config.json" && ! cmp -s "$MODEL/config.json" "$WORK/$1/config.json" ||
+    { echo "setup: $1 edit did not apply"; exit 1; }
+}
+bad_config rope0 's/"rope_theta": [^,]*/"rope_theta": 0/'
+bad_config rope_neg 's/"rope_theta": [^,]*/"rope_theta": -10000/'
+bad_config eps_neg 's/"rms_norm_eps": [^,]*/"rms_norm_eps": -1/'
+bad_config eps0 's/"rms_norm_eps": [^,]*/"rms_norm_eps": 0/'
+bad_config yarn0 's/"factor": [^,]*/"factor": 0/'
+bad_config mscale_neg 's/"mscale": [^,]*/"mscale": -1/'
+bad_config scaling_neg 's/"routed_scaling_factor": [^,]*/"routed_scaling_factor": -2.5/'
+
+# Traces: a small valid JSONL one (layers 1-3 of the tiny model) and ones with a wrong type.
+for t in 0 1 2 3 4 5 6 7; do
+  for l in 1 2 3; do
+    echo "{\"layer\": $l, \"token\": $t, \"sequence\": $((t / 4)), \"experts\": [$((t % 32)), $(((t + 5) % 32)), $(((t + 11) % 32)), $(((t + 17) % 32))]}"
+  done
+done >"$WORK/trace.jsonl"
+echo '{"layer": "one", "token": 0, "experts": [1, 2, 3, 4]}' >"$WORK/wrong_type.jsonl"
+echo '{"layer": 1, "token": 0, "experts": "1,2,3,4"}' >"$WORK/experts_string.jsonl"
+echo '{"layer": 1, "token": 0, "sequence": "a", "experts": [1, 2, 3, 4]}' >"$WORK/sequence_string.jsonl"
+echo '{"layer": 1, "token": 0, "experts": [1, 2.5, 3, 4]}' >"$WORK/experts_float.jsonl"
+# Arrivals for generate with a sampling value out of range.
+echo '{"step": 0, "prompt_ids": [1, 2], "top_p": 2}' >"$WORK/arrivals_top_p.jsonl"
+echo '{"step": 0, "prompt_ids": [1, 2], "temperature": -1}' >"$WORK/arrivals_temperature.jsonl"
+echo '{"step": 0, "prompt_ids": [1, 2], "max_tokens": 0}' >"$WORK/arrivals_max_tokens.jsonl"
+
+fail=0 rows=0
+while IFS=$'\t' read -r name args want_rc want; do
+  [[ -z "$name" || "$name" == \#* ]] && continue
+  rows=$((rows + 1))
+  runner=(timeout 60 "$EPSERVE")
+  if [[ "$args" == "@mpi "* ]]; then
+    args=${args#@mpi }
+    runner=(timeout 60 mpirun --allow-run-as-root --oversubscribe -np 2 "$EPSERVE")
+  fi
+  out=$(cd "$WORK" && eval '"${runner[@]}"' "$args" 2>&1 </dev/null)
+  rc=$?
+  why=""
+  if ((rc == 124 || rc >= 128)); then
+    why="crashed or timed out (exit $rc)"
+  elif [[ "$out" == *"terminate called"* || "$out" == *"Segmentation"* ||
+          "$out" == *"json.exception"* || "$out" == *"internal error"* ]]; then
+    why="crash text in the output"
+  elif [[ "$rc" != "$want_rc" ]]; then
+    why="exit $rc, want $want_rc"
+  elif [[ "$out" != *"$want"* ]]; then
+    why="output lacks [$want]"
+  fi
+  if [[ -n "$why" ]]; then
+    echo "FAIL $name: $why"
+    echo "     epserve $args"
+    printf '%s\n' "$out" | tail -n 5 | sed 's/^/     | /'
+    fail=$((fail + 1))
+  else
+    echo "ok   $name: $(printf '%s\n' "$out" | grep -m1 'epserve: ' || printf '%s' "$out" | tail -n 1)"
+  fi
+done <"$HERE/cases.tsv"
+
+echo "$rows rows, $fail failed"
+((rows >= 40)) || { echo "expected at least 40 rows"; exit 1; }
+((fail == 0))
