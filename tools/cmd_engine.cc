@@ -22,6 +22,7 @@
 #include "runtime/loaded_model.h"
 #include "tools/command.h"
 #include "tools/engine_flags.h"
+#include "tools/flag_checks.h"
 
 namespace epserve::tools {
 
@@ -197,16 +198,19 @@ void RegisterEngineCommand(CLI::App& app, CommandContext& ctx) {
       ->capture_default_str();
   cmd->add_option("--port", f->port,
                   "port of group 0's service; group G uses PORT+G (0: any free port)")
+      ->check(IntRange(0, 65535))
       ->capture_default_str();
   cmd->add_option("--port-file", f->port_file,
                   "each group leader writes \"host:port\" to PREFIX.G once it listens");
   f->engine.AddTo(cmd);
   const char* ep = "Expert parallelism (under mpirun -np N)";
   cmd->add_option("--tp", f->tp, "ranks per DP group (tensor-parallel attention)")
+      ->check(IntRange(1, 1 << 10))
       ->capture_default_str()
       ->group(ep);
   cmd->add_option("--ranks-per-node", f->ranks_per_node,
                   "ranks per machine (default: as MPI reports; set it to emulate machines)")
+      ->check(IntRange(1, 1 << 16))
       ->group(ep);
   cmd->add_option("--a2a", f->a2a, "dispatch/combine: sparse or padded")
       ->capture_default_str()
@@ -215,6 +219,7 @@ void RegisterEngineCommand(CLI::App& app, CommandContext& ctx) {
       ->group(ep);
   cmd->add_option("--timeout", f->timeout,
                   "seconds a rank waits in one collective before failing (a dead peer)")
+      ->check(PositiveReal())
       ->capture_default_str()
       ->group(ep);
   cmd->callback([f, &ctx] {

@@ -30,6 +30,7 @@
 #include "tools/command.h"
 #include "tools/engine_flags.h"
 #include "tools/engine_world.h"
+#include "tools/flag_checks.h"
 
 namespace epserve::tools {
 
@@ -283,6 +284,7 @@ void RegisterServeCommand(CLI::App& app, CommandContext& ctx) {
   const char* http = "HTTP";
   cmd->add_option("--host", f->host, "address to bind")->capture_default_str()->group(http);
   cmd->add_option("--port", f->port, "port to bind (0: any free port, printed)")
+      ->check(IntRange(0, 65535))
       ->capture_default_str()
       ->group(http);
   cmd->add_option("--api-key", f->api_key,
@@ -293,23 +295,30 @@ void RegisterServeCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--ssl-keyfile", f->ssl_keyfile, "the certificate's PEM private key")
       ->group(http);
   cmd->add_option("--max-body-bytes", f->max_body_bytes, "largest request body (413 above)")
+      ->check(IntRange(1, int64_t{1} << 32))
       ->capture_default_str()
       ->group(http);
   cmd->add_option("--max-concurrent-requests", f->max_concurrent,
                   "completion requests open at once (429 above)")
+      ->check(IntRange(1, 1 << 16))
       ->capture_default_str()
       ->group(http);
   cmd->add_option("--http-threads", f->http_threads,
                   "HTTP connections served at once (default: max-concurrent-requests + 16)")
+      ->check(IntRange(0, 1 << 16))
       ->group(http);
   f->engine.AddTo(cmd);
   const char* dep = "Deployment";
-  cmd->add_option("--np", f->np, "start an engine world of N ranks through mpirun")->group(dep);
+  cmd->add_option("--np", f->np, "start an engine world of N ranks through mpirun")
+      ->check(IntRange(1, 1 << 16))
+      ->group(dep);
   cmd->add_option("--tp", f->tp, "ranks per DP group (with --np)")
+      ->check(IntRange(1, 1 << 10))
       ->capture_default_str()
       ->group(dep);
   cmd->add_option("--ranks-per-node", f->ranks_per_node,
                   "ranks per machine (with --np; default as MPI reports)")
+      ->check(IntRange(1, 1 << 16))
       ->group(dep);
   cmd->add_option("--hostfile", f->hostfile, "Open MPI hostfile: run the world across machines")
       ->group(dep);
@@ -323,6 +332,7 @@ void RegisterServeCommand(CLI::App& app, CommandContext& ctx) {
       ->group(dep);
   cmd->add_option("--engine-port", f->engine_port,
                   "port of group 0's engine service, PORT+G for group G (0: any free)")
+      ->check(IntRange(0, 65535))
       ->capture_default_str()
       ->group(dep);
   cmd->add_option("--engines", f->engines,
@@ -330,10 +340,12 @@ void RegisterServeCommand(CLI::App& app, CommandContext& ctx) {
       ->group(dep);
   cmd->add_option("--startup-timeout", f->startup_timeout,
                   "seconds to wait for every group to load and answer")
+      ->check(PositiveReal())
       ->capture_default_str()
       ->group(dep);
   cmd->add_option("--drain-timeout", f->drain_timeout,
                   "seconds running requests may take to finish after SIGTERM")
+      ->check(NonNegativeReal())
       ->capture_default_str()
       ->group(dep);
   const char* rt = "Routing";
@@ -342,25 +354,31 @@ void RegisterServeCommand(CLI::App& app, CommandContext& ctx) {
       ->group(rt);
   cmd->add_option("--cache-threshold", f->routing.cache_threshold,
                   "cache_aware: share of the prompt a group must hold to win it (SGLang's 0.3)")
+      ->check(RealRange(0, 1))
       ->capture_default_str()
       ->group(rt);
   cmd->add_option("--balance-abs-threshold", f->routing.balance_abs_threshold,
                   "imbalanced when max - min in-flight requests exceeds this (SGLang's 64) ...")
+      ->check(AtLeast(0))
       ->capture_default_str()
       ->group(rt);
   cmd->add_option("--balance-rel-threshold", f->routing.balance_rel_threshold,
                   "... and max exceeds this times min (SGLang's 1.5): then least-loaded wins")
+      ->check(NonNegativeReal())
       ->capture_default_str()
       ->group(rt);
   cmd->add_option("--max-tree-tokens", f->routing.max_tree_tokens,
                   "bound on the router's prefix tree (tokens over all groups; LRU eviction)")
+      ->check(IntRange(1, int64_t{1} << 34))
       ->capture_default_str()
       ->group(rt);
   cmd->add_option("--health-interval-ms", f->health_interval_ms, "health checks of every group")
+      ->check(IntRange(10, 3600000))
       ->capture_default_str()
       ->group(rt);
   cmd->add_option("--health-timeout-ms", f->health_timeout_ms,
                   "a group not answering within this is down")
+      ->check(IntRange(10, 3600000))
       ->capture_default_str()
       ->group(rt);
   cmd->callback([f, &ctx] {

@@ -3,18 +3,22 @@
 #include <cstdio>
 
 #include "tools/command.h"
+#include "tools/flag_checks.h"
 
 namespace epserve::tools {
 
 void EngineFlags::AddTo(CLI::App* cmd) {
   const char* g = "Engine";
   cmd->add_option("--max-batch-tokens", max_batch_tokens, "token budget of one engine step")
+      ->check(IntRange(1, 1 << 20))
       ->capture_default_str()
       ->group(g);
   cmd->add_option("--max-running", max_running, "requests holding cache blocks at once")
+      ->check(IntRange(1, 1 << 16))
       ->capture_default_str()
       ->group(g);
   cmd->add_option("--block-size", block_size, "positions per cache block")
+      ->check(IntRange(1, 1 << 16))
       ->capture_default_str()
       ->group(g);
   cmd->add_option("--kv-dtype", kv_dtype, "latent cache elements: f32 or bf16")
@@ -27,6 +31,7 @@ void EngineFlags::AddTo(CLI::App* cmd) {
       ->group(g);
   cmd->add_option("--threads", threads,
                   "compute threads per rank (default: the machine's cores / its ranks)")
+      ->check(ThreadCount())
       ->group(g);
 }
 
