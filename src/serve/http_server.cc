@@ -1,6 +1,7 @@
 #include "serve/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <cstdio>
 #include <ctime>
@@ -45,6 +46,14 @@ HttpServer::HttpServer(ServeContext& ctx, HttpServerOptions options)
   server_->set_keep_alive_timeout(2);
   server_->set_read_timeout(10);
   server_->set_write_timeout(10);
+  // cpp-httplib listens with a backlog of 5: a burst of new connections (a load test opening
+  // 200 at once) overflows it and connections fail. Keep the listening socket (this hook sees
+  // it before bind) and listen again with a real backlog once bound.
+  server_->set_socket_options([this](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listen_fd_ = sock;
+  });
   server_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     if (ctx_.metrics != nullptr && req.method == "POST" && req.path.rfind("/v1/", 0) == 0)
       ctx_.metrics->CountRequest(res.status == 200 ? "ok" : std::to_string(res.status));
@@ -61,15 +70,18 @@ StatusOr<int> HttpServer::Bind() {
   if (options_.port < 0 || options_.port > 65535)
     return Status::InvalidArgument("--port must be in [0, 65535], got " +
                                    std::to_string(options_.port));
-  if (options_.port == 0) {
-    const int port = server_->bind_to_any_port(options_.host);
+  int port = options_.port;
+  if (port == 0) {
+    port = server_->bind_to_any_port(options_.host);
     if (port < 0) return Status::Unavailable("cannot bind to " + options_.host);
-    return port;
-  }
-  if (!server_->bind_to_port(options_.host, options_.port))
+  } else if (!server_->bind_to_port(options_.host, options_.port)) {
     return Status::Unavailable("cannot bind to " + options_.host + ":" +
                                std::to_string(options_.port) + " (in use?)");
-  return options_.port;
+  }
+  if (listen_fd_ >= 0 && ::listen(listen_fd_, options_.listen_backlog) != 0)
+    return Status::Unavailable("listen(" + std::to_string(options_.listen_backlog) +
+                               ") failed on " + options_.host);
+  return port;
 }
 
 Status HttpServer::Serve() {

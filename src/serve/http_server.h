@@ -25,6 +25,7 @@ struct HttpServerOptions {
   size_t max_body_bytes = 1 << 20;
   int num_threads = 64;                   // connections served at once (each stream holds one)
   std::string ssl_certfile, ssl_keyfile;  // both set: HTTPS
+  int listen_backlog = 1024;              // pending connections the kernel queues
 };
 
 class HttpServer {
@@ -43,6 +44,7 @@ class HttpServer {
   ServeContext& ctx_;
   HttpServerOptions options_;
   std::unique_ptr<httplib::Server> server_;
+  int listen_fd_ = -1;  // the listening socket, seen by the socket-options hook
 };
 
 // Whether `a` equals `b`, in time that depends only on their lengths.
