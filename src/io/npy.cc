@@ -5,6 +5,7 @@
 #include <cstring>
 #include <regex>
 
+#include "base/output_file.h"
 #include "io/checkpoint.h"
 
 namespace epserve {
@@ -20,16 +21,14 @@ Status WriteNpyF32(const std::string& path, const std::vector<int64_t>& shape, c
   size_t total = 10 + dict.size() + 1;
   dict.append((64 - total % 64) % 64, ' ');
   dict.push_back('\n');
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return Status::IoError(path + ": cannot create: " + std::strerror(errno));
+  ASSIGN_OR_RETURN(OutputFile f, OutputFile::Create(path));
   const char magic[] = "\x93NUMPY\x01\x00";
   uint16_t hlen = static_cast<uint16_t>(dict.size());
-  bool ok = std::fwrite(magic, 1, 8, f) == 8 && std::fwrite(&hlen, 2, 1, f) == 1 &&
-            std::fwrite(dict.data(), 1, dict.size(), f) == dict.size() &&
-            (n == 0 || std::fwrite(data, 4, n, f) == static_cast<size_t>(n));
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) return Status::IoError(path + ": write failed");
-  return Status::Ok();
+  RETURN_IF_ERROR(f.Write(magic, 8));
+  RETURN_IF_ERROR(f.Write(&hlen, 2));
+  RETURN_IF_ERROR(f.Write(dict));
+  RETURN_IF_ERROR(f.Write(data, static_cast<size_t>(n) * 4));
+  return f.Commit();
 }
 
 StatusOr<NpyArray> ReadNpyF32(const std::string& path) {

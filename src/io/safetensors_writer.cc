@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
+#include "base/output_file.h"
 
 namespace epserve {
 
@@ -34,17 +35,12 @@ Status SafetensorsWriter::Write(const std::string& path) const {
   }
   std::string text = header.dump();
   while (text.size() % 8 != 0) text.push_back(' ');
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return Status::IoError(path + ": cannot create: " + std::strerror(errno));
+  ASSIGN_OR_RETURN(OutputFile f, OutputFile::Create(path));
   uint64_t len = text.size();
-  bool ok = std::fwrite(&len, 8, 1, f) == 1 && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  for (const auto& [name, e] : entries_) {
-    if (!ok) break;
-    ok = e.bytes.empty() || std::fwrite(e.bytes.data(), 1, e.bytes.size(), f) == e.bytes.size();
-  }
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) return Status::IoError(path + ": write failed (disk full?)");
-  return Status::Ok();
+  RETURN_IF_ERROR(f.Write(&len, 8));
+  RETURN_IF_ERROR(f.Write(text));
+  for (const auto& [name, e] : entries_) RETURN_IF_ERROR(f.Write(e.bytes.data(), e.bytes.size()));
+  return f.Commit();
 }
 
 }  // namespace epserve

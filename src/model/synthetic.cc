@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/output_file.h"
 #include "io/safetensors_writer.h"
 #include "model/synthetic.h"
 #include "model/tensor_names.h"
@@ -117,11 +118,7 @@ Status WriteSyntheticCheckpoint(const SyntheticOptions& opt) {
   if (ec) return Status::IoError(opt.out_dir + ": cannot create directory: " + ec.message());
   ModelConfig config = opt.config;
   config.fp8 = opt.dtype == WeightDType::kFP8;
-  {
-    std::ofstream out(opt.out_dir + "/config.json");
-    out << config.ToJson();
-    if (!out) return Status::IoError(opt.out_dir + "/config.json: write failed");
-  }
+  RETURN_IF_ERROR(WriteFileAtomically(opt.out_dir + "/config.json", config.ToJson()));
   const std::vector<TensorSpec> specs = ExpectedTensors(config);
   const int total_layers = config.num_hidden_layers + config.num_nextn_predict_layers;
   nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
@@ -150,9 +147,8 @@ Status WriteSyntheticCheckpoint(const SyntheticOptions& opt) {
     nlohmann::ordered_json index;
     index["metadata"] = {{"total_size", total_bytes}};
     index["weight_map"] = weight_map;
-    std::ofstream out(opt.out_dir + "/model.safetensors.index.json");
-    out << index.dump(2) << "\n";
-    if (!out) return Status::IoError(opt.out_dir + "/model.safetensors.index.json: write failed");
+    RETURN_IF_ERROR(
+        WriteFileAtomically(opt.out_dir + "/model.safetensors.index.json", index.dump(2) + "\n"));
   }
   return Status::Ok();
 }

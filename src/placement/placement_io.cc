@@ -7,19 +7,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/output_file.h"
+
 namespace epserve::placement {
 namespace {
 
 using Json = nlohmann::json;
-
-Status WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Status::IoError(path + ": cannot open for writing: " + std::strerror(errno));
-  out << text;
-  out.close();
-  if (!out) return Status::IoError(path + ": write failed");
-  return Status::Ok();
-}
 
 }  // namespace
 
@@ -122,7 +115,7 @@ StatusOr<Placement> PlacementFromJson(const std::string& text, const std::string
 
 Status SavePlacement(const Placement& placement, const std::string& path) {
   RETURN_IF_ERROR(ValidatePlacement(placement));
-  return WriteFile(path, PlacementToJson(placement));
+  return WriteFileAtomically(path, PlacementToJson(placement));
 }
 
 StatusOr<Placement> LoadPlacement(const std::string& path) {
@@ -173,7 +166,7 @@ Status SaveSglangPlacement(const Placement& placement,
                            const std::string& path) {
   RETURN_IF_ERROR(ValidatePlacement(placement));
   Json doc = {{"physical_to_logical_map", SglangPhysicalToLogical(placement, expert_load)}};
-  return WriteFile(path, doc.dump() + "\n");
+  return WriteFileAtomically(path, doc.dump() + "\n");
 }
 
 }  // namespace epserve::placement

@@ -70,54 +70,31 @@ StatusOr<TraceWriter> TraceWriter::Open(const std::string& path, const ModelShap
   if (layer_ids.empty()) return Status::InvalidArgument(path + ": a trace needs a layer");
   TraceWriter writer;
   writer.path_ = path;
-  writer.file_ = std::fopen(path.c_str(), "wb");
-  if (writer.file_ == nullptr) {
-    return Status::IoError(path + ": cannot open for writing: " + std::strerror(errno));
-  }
+  ASSIGN_OR_RETURN(OutputFile file, OutputFile::Create(path));
+  writer.file_.emplace(std::move(file));
   writer.values_per_token_ = layer_ids.size() * static_cast<size_t>(shape.top_k);
   writer.has_weights_ = has_weights;
   const std::string header =
       std::string(kTraceMagic) + "\n" + HeaderJson(shape, layer_ids, has_weights).dump() + "\n";
-  if (std::fwrite(header.data(), 1, header.size(), writer.file_) != header.size()) {
-    return Status::IoError(path + ": write failed");
-  }
+  RETURN_IF_ERROR(writer.file_->Write(header));
   return writer;
-}
-
-TraceWriter::TraceWriter(TraceWriter&& other) noexcept { *this = std::move(other); }
-
-TraceWriter& TraceWriter::operator=(TraceWriter&& other) noexcept {
-  if (this != &other) {
-    if (file_ != nullptr) std::fclose(file_);
-    path_ = std::move(other.path_);
-    file_ = std::exchange(other.file_, nullptr);
-    values_per_token_ = other.values_per_token_;
-    has_weights_ = other.has_weights_;
-  }
-  return *this;
-}
-
-TraceWriter::~TraceWriter() {
-  if (file_ != nullptr) std::fclose(file_);
 }
 
 Status TraceWriter::Append(uint32_t sequence_id, uint32_t position, const uint16_t* experts,
                            const float* weights) {
-  if (file_ == nullptr) return Status::Internal(path_ + ": trace writer is closed");
+  if (!file_) return Status::Internal(path_ + ": trace writer is closed");
   const uint32_t ids[2] = {sequence_id, position};
-  bool ok = std::fwrite(ids, sizeof(ids), 1, file_) == 1 &&
-            std::fwrite(experts, sizeof(uint16_t), values_per_token_, file_) == values_per_token_;
-  if (ok && has_weights_) {
-    ok = std::fwrite(weights, sizeof(float), values_per_token_, file_) == values_per_token_;
-  }
-  return ok ? Status::Ok() : Status::IoError(path_ + ": write failed");
+  RETURN_IF_ERROR(file_->Write(ids, sizeof(ids)));
+  RETURN_IF_ERROR(file_->Write(experts, sizeof(uint16_t) * values_per_token_));
+  if (has_weights_) RETURN_IF_ERROR(file_->Write(weights, sizeof(float) * values_per_token_));
+  return Status::Ok();
 }
 
 Status TraceWriter::Close() {
-  if (file_ == nullptr) return Status::Ok();
-  const bool ok = std::fclose(file_) == 0;
-  file_ = nullptr;
-  return ok ? Status::Ok() : Status::IoError(path_ + ": close failed");
+  if (!file_) return Status::Ok();
+  Status st = file_->Commit();
+  file_.reset();
+  return st;
 }
 
 Status WriteTrace(const Trace& trace, const std::string& path) {

@@ -4,10 +4,11 @@
 // Every error names the file and, for text input, the line (for binary input, the byte offset).
 #pragma once
 
-#include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "base/output_file.h"
 #include "base/status.h"
 #include "placement/trace.h"
 
@@ -20,17 +21,16 @@ Status WriteTrace(const Trace& trace, const std::string& path);
 StatusOr<Trace> ReadTrace(const std::string& path);
 
 // Appends tokens to a trace file as they are produced (the engine's --trace-out). The header is
-// written on Open; each Append writes one fixed-size record, so a file cut short loses at most
-// its last record, which ReadTrace reports. Thread safety: one thread at a time.
+// written on Open; each Append writes one fixed-size record. The records go to a temporary
+// beside `path` (base/output_file.h), which Close fsyncs and renames over `path`: a writer
+// destroyed without a successful Close leaves any old file at `path` as it was.
+// Thread safety: one thread at a time.
 class TraceWriter {
  public:
   static StatusOr<TraceWriter> Open(const std::string& path, const ModelShape& shape,
                                     const std::vector<int>& layer_ids, GateWeights weights);
-  TraceWriter(TraceWriter&& other) noexcept;
-  TraceWriter& operator=(TraceWriter&& other) noexcept;
-  TraceWriter(const TraceWriter&) = delete;
-  TraceWriter& operator=(const TraceWriter&) = delete;
-  ~TraceWriter();
+  TraceWriter(TraceWriter&& other) noexcept = default;
+  TraceWriter& operator=(TraceWriter&& other) noexcept = default;
 
   // `experts`/`weights`: num_layers * top_k values, layer-major, as Trace::AddToken takes them.
   Status Append(uint32_t sequence_id, uint32_t position, const uint16_t* experts,
@@ -40,7 +40,7 @@ class TraceWriter {
  private:
   TraceWriter() = default;
   std::string path_;
-  std::FILE* file_ = nullptr;
+  std::optional<OutputFile> file_;  // empty once closed
   size_t values_per_token_ = 0;
   bool has_weights_ = false;
 };

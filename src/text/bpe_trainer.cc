@@ -5,6 +5,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "base/output_file.h"
 #include "text/deepseek_v3_tokens.h"
 #include "text/pre_tokenizer.h"
 #include "text/utf8.h"
@@ -188,9 +189,7 @@ Status WriteTokenizerFiles(const TokenizerFiles& files, const std::string& dir) 
        {std::pair<const char*, const nlohmann::ordered_json*>{"tokenizer.json", &files.tokenizer},
         {"tokenizer_config.json", &files.tokenizer_config}}) {
     const std::string path = dir + "/" + name;
-    std::ofstream out(path, std::ios::binary);
-    out << j->dump(2, ' ', false) << "\n";
-    if (!out) return Status::IoError(path + ": write failed");
+    RETURN_IF_ERROR(WriteFileAtomically(path, j->dump(2, ' ', false) + "\n"));
   }
   return Status::Ok();
 }
