@@ -1,10 +1,10 @@
 // `epserve generate`: batched generation from token ids on one process.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/output_file.h"
 #include "comm/communicator.h"
 #include "io/npy.h"
 #include "runtime/engine.h"
@@ -230,7 +230,30 @@ Status RunDistributed(const GenerateFlags& f, const std::string& dir,
   return Status::Ok();
 }
 
+// Refuses an output file that is also an input or another output.
+Status CheckOutputs(const GenerateFlags& f) {
+  const std::pair<const char*, const std::string*> outputs[] = {
+      {"--tokens-out", &f.tokens_out}, {"--logits-out", &f.logits_out}, {"--trace-out", &f.trace_out}};
+  for (const auto& [flag, path] : outputs) {
+    RETURN_IF_ERROR(CheckNotSameFile(flag, *path, "--arrivals", {f.arrivals}));
+    RETURN_IF_ERROR(CheckNotSameFile(flag, *path, "--placement", {f.placement}));
+  }
+  for (size_t i = 0; i < std::size(outputs); ++i)
+    for (size_t j = i + 1; j < std::size(outputs); ++j)
+      RETURN_IF_ERROR(CheckNotSameFile(outputs[j].first, *outputs[j].second, outputs[i].first,
+                                       {*outputs[i].second}));
+  return Status::Ok();
+}
+
+// Both errors in one line when both failed (each names its file).
+Status Combine(Status first, Status second) {
+  if (first.ok()) return second;
+  if (second.ok()) return first;
+  return Status::IoError(first.message() + "; " + second.message());
+}
+
 Status Run(const GenerateFlags& f) {
+  RETURN_IF_ERROR(CheckOutputs(f));
   std::string dir = f.model;
   if (dir.empty()) {
     ASSIGN_OR_RETURN(dir, EnsureDefaultModel());
@@ -279,15 +302,17 @@ Status Run(const GenerateFlags& f) {
   Engine eng(model, engine);
   ASSIGN_OR_RETURN(GenerateResult res,
                    RunRequests(eng, reqs, {.keep_logits = !f.logits_out.empty()}));
-  if (recorder) RETURN_IF_ERROR(recorder->Close());
+  // A failed trace is reported after the tokens are printed and the other outputs written.
+  const Status trace_status = recorder ? recorder->Close() : Status::Ok();
   const EngineStats& st = res.stats;
   std::printf(
       "engine: %d steps, %lld of %lld prompt tokens from the prefix cache, %lld preemptions\n",
       res.steps, static_cast<long long>(st.cached_prompt_tokens),
       static_cast<long long>(st.prompt_tokens), static_cast<long long>(st.preemptions));
-  return Report(f, res.requests, c.vocab_size,
-                {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds},
-                tok.get());
+  Status report = Report(
+      f, res.requests, c.vocab_size,
+      {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds}, tok.get());
+  return Combine(trace_status, std::move(report));
 }
 
 Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results, int vocab,
@@ -319,6 +344,10 @@ Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results,
   std::printf("decode: %lld tokens in %.3f s (%.1f tokens/s)\n",
               static_cast<long long>(t.decode_tokens), t.decode_seconds,
               t.decode_tokens / std::max(t.decode_seconds, 1e-9));
+  // What was computed is on stdout before any output file is tried; every output is attempted
+  // and the errors of all that failed are returned together.
+  std::fflush(stdout);
+  Status written;
   if (!f.logits_out.empty()) {
     // [requests, max_tokens, vocab]; rows past a request's last token are zero.
     int steps = 0;
@@ -328,8 +357,9 @@ Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results,
     for (size_t s = 0; s < results.size(); ++s)
       std::copy(results[s].logits.begin(), results[s].logits.end(),
                 all.begin() + s * static_cast<size_t>(steps) * vocab);
-    RETURN_IF_ERROR(WriteNpyF32(f.logits_out, {static_cast<int64_t>(results.size()), steps, vocab},
-                                all.data()));
+    written = Combine(std::move(written),
+                      WriteNpyF32(f.logits_out,
+                                  {static_cast<int64_t>(results.size()), steps, vocab}, all.data()));
   }
   if (!f.tokens_out.empty()) {
     std::vector<std::vector<int32_t>> tokens;
@@ -339,15 +369,15 @@ Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results,
       finish.push_back(FinishReasonName(r.finish));
       cached.push_back(r.cached_prompt_tokens);
     }
-    std::ofstream out(f.tokens_out);
-    out << nlohmann::json(
-               {{"tokens", tokens}, {"finish", finish}, {"cached_prompt_tokens", cached}})
-               .dump()
-        << "\n";
-    if (!out) return Status::IoError(f.tokens_out + ": write failed");
+    const std::string text =
+        nlohmann::json({{"tokens", tokens}, {"finish", finish}, {"cached_prompt_tokens", cached}})
+            .dump() +
+        "\n";
+    written = Combine(std::move(written), WriteFileAtomically(f.tokens_out, text));
   }
-  if (any_error) return Status::InvalidArgument("some requests failed (see above)");
-  return Status::Ok();
+  if (any_error)
+    return Combine(Status::InvalidArgument("some requests failed (see above)"), std::move(written));
+  return written;
 }
 
 }  // namespace

@@ -20,7 +20,41 @@ struct MakeModelFlags {
   uint64_t seed = 0;
   int shards = 0;  // 0: preset default (bench: 4, others: 1)
   std::string tokenizer;  // a tokenizer folder to copy instead of training one
+  bool force = false;     // replace the checkpoint in a non-empty --out
 };
+
+// The files of a checkpoint make-model writes (or a Hugging Face download has beside them).
+bool IsCheckpointFile(const std::string& name) {
+  auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
+  auto ends = [&](const char* s) {
+    const size_t n = std::char_traits<char>::length(s);
+    return name.size() >= n && name.compare(name.size() - n, n, s) == 0;
+  };
+  return (starts("model") && ends(".safetensors")) || name == "model.safetensors.index.json" ||
+         name == "config.json" || (starts("tokenizer") && ends(".json")) ||
+         name == "generation_config.json";
+}
+
+// A missing or empty --out is used as is. A non-empty one is refused unless --force, which
+// removes the old checkpoint's files (a stale shard index would otherwise outlive a new
+// single-file model) and keeps everything else.
+Status PrepareOutDir(const std::string& dir, bool force) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return Status::Ok();
+  if (!fs::is_directory(dir, ec)) return Status::InvalidArgument("--out " + dir + " is not a folder");
+  if (fs::is_empty(dir, ec)) return Status::Ok();
+  if (!force)
+    return Status::InvalidArgument("--out " + dir +
+                                   " is not empty; pass --force to replace the checkpoint in it");
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    if (!IsCheckpointFile(e.path().filename().string()) || e.is_directory(ec)) continue;
+    if (!fs::remove(e.path(), ec) || ec)
+      return Status::IoError(e.path().string() + ": cannot remove: " + ec.message());
+  }
+  if (ec) return Status::IoError(dir + ": cannot list: " + ec.message());
+  return Status::Ok();
+}
 // Copies `from`'s tokenizer files, or trains a byte-level BPE with exactly vocab_size ids.
 Status WriteTokenizer(const std::string& from, int vocab_size, const std::string& out_dir) {
   if (from.empty()) {
@@ -48,7 +82,11 @@ void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx) {
       "Hugging Face layout) from a preset: tiny (V3 routing, a few MB, for tests), tiny-v2 (V2-Lite recipe),\n"
       "bench (V3 shapes scaled down, >= 2 GB, for benchmarks).");
   cmd->add_option("--preset", flags->preset, "tiny | tiny-v2 | bench")->capture_default_str();
-  cmd->add_option("--out", flags->out, "output directory (created)")->required();
+  cmd->add_option("--out", flags->out, "output directory (created; must be empty unless --force)")
+      ->required();
+  cmd->add_flag("--force", flags->force,
+                "--out may hold a checkpoint: its model*.safetensors, index, config.json, "
+                "tokenizer*.json and generation_config.json are removed first; other files stay");
   cmd->add_option("--dtype", flags->dtype, "bf16 | fp8 (128x128 block-quantized projections)")->capture_default_str();
   cmd->add_option("--seed", flags->seed, "random seed")->capture_default_str();
   cmd->add_option("--shards", flags->shards, "number of safetensors shards (0: preset default)")
@@ -67,6 +105,8 @@ void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx) {
       tokenizer = std::move(*loaded);
       config->vocab_size = tokenizer->vocab_size();
     }
+    Status prepared = PrepareOutDir(flags->out, flags->force);
+    if (!prepared.ok()) return ReportError(ctx, prepared.message());
     int shards = flags->shards > 0 ? flags->shards : (flags->preset == "bench" ? 4 : 1);
     const bool tty = ::isatty(2);
     SyntheticOptions opt{.out_dir = flags->out, .config = *config,

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/output_file.h"
 #include "placement/compare.h"
 #include "placement/placement_io.h"
 #include "placement/report.h"
@@ -173,6 +174,8 @@ void RunPlace(const PlaceFlags& flags, CommandContext& ctx) {
   if (flags.trace.empty() || flags.out.empty()) {
     return ReportError(ctx, "place needs --trace and --out (or the evaluate subcommand)");
   }
+  Status same = CheckNotSameFile("--out", flags.out, "--trace", flags.trace);
+  if (!same.ok()) return ReportError(ctx, same.message());
   PlaceOptions options;
   options.topology = Topology{flags.common.nodes, flags.common.ranks_per_node};
   StatusOr<Strategy> strategy = ParseStrategy(flags.strategy);

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "base/output_file.h"
 #include "planner/bench_import.h"
 #include "planner/calibrate.h"
 #include "planner/data_dir.h"
@@ -231,10 +232,15 @@ StatusOr<SweepResult> Sweep(const SweepFlags& f, const Loaded& l,
                   options);
 }
 
-Status WriteCsv(const SweepResult& result, const std::string& path) {
-  std::ofstream out(path);
-  out << SweepToCsv(result);
-  return out ? Status::Ok() : Status::IoError("cannot write " + path);
+// The input files of the common flags (a --model that names a preset matches no file).
+std::vector<std::string> InputFiles(const CommonFlags& f) {
+  return {f.model, f.hardware, f.efficiency, f.trace};
+}
+
+Status WriteCsv(const SweepResult& result, const SweepFlags& f) {
+  RETURN_IF_ERROR(CheckNotSameFile("--csv", f.csv, "--model/--hardware/--efficiency/--trace",
+                                   InputFiles(f.common)));
+  return WriteFileAtomically(f.csv, SweepToCsv(result));
 }
 
 void PrintPoint(const char* label, const SweepPoint& p) {
@@ -253,7 +259,7 @@ void RunSweepCommand(const SweepFlags& f, CommandContext& ctx, bool pick) {
   StatusOr<SweepResult> result = Sweep(f, *l, single);
   if (!result.ok()) return ReportError(ctx, result.status().message());
   if (!f.csv.empty()) {
-    Status st = WriteCsv(*result, f.csv);
+    Status st = WriteCsv(*result, f);
     if (!st.ok()) return ReportError(ctx, st.message());
   }
   nlohmann::json inputs = InputsJson(*l, f.common);
@@ -397,6 +403,10 @@ struct CalibrateFlags {
 };
 
 void RunCalibrate(const CalibrateFlags& f, CommandContext& ctx) {
+  std::vector<std::string> inputs = InputFiles(f.common);
+  inputs.push_back(f.measured);
+  Status same = CheckNotSameFile("--out", f.out, "--model/--hardware/--efficiency/--trace/--measured", inputs);
+  if (!same.ok()) return ReportError(ctx, same.message());
   StatusOr<Loaded> l = Load(f.common);
   if (!l.ok()) return ReportError(ctx, l.status().message());
   StatusOr<std::string> text = ReadTextFile(f.measured);
@@ -406,9 +416,8 @@ void RunCalibrate(const CalibrateFlags& f, CommandContext& ctx) {
   StatusOr<CalibrationResult> fit = Calibrate(l->hw, l->eff, *samples);
   if (!fit.ok()) return ReportError(ctx, f.measured + ": " + fit.status().message());
   if (!f.out.empty()) {
-    std::ofstream out(f.out);
-    out << EfficiencyToJson(fit->factors).dump(2) << "\n";
-    if (!out) return ReportError(ctx, "cannot write " + f.out);
+    Status st = WriteFileAtomically(f.out, EfficiencyToJson(fit->factors).dump(2) + "\n");
+    if (!st.ok()) return ReportError(ctx, st.message());
   }
   if (f.common.json) {
     nlohmann::json report = CalibrationToJson(*fit);
@@ -448,6 +457,9 @@ double MachineMemoryGb() {
 }
 
 Status RunImport(const ImportFlags& f) {
+  RETURN_IF_ERROR(CheckNotSameFile("--csv", f.csv, "--kernels", f.kernels));
+  RETURN_IF_ERROR(CheckNotSameFile("--hardware-out", f.hardware_out, "--kernels", f.kernels));
+  RETURN_IF_ERROR(CheckNotSameFile("--hardware-out", f.hardware_out, "--csv", {f.csv}));
   std::vector<nlohmann::json> runs;
   for (const std::string& path : f.kernels) {
     ASSIGN_OR_RETURN(nlohmann::json run, ReadJsonFile(path));
@@ -465,14 +477,10 @@ Status RunImport(const ImportFlags& f) {
   const nlohmann::json catalog = {{"_comment", "written by epserve plan import-bench"},
                                   {"gpus", nlohmann::json::array({HardwareSpecToJson(imported.hardware)})}};
   if (!f.csv.empty()) {
-    std::ofstream out(f.csv);
-    out << csv;
-    if (!out) return Status::IoError("cannot write " + f.csv);
+    RETURN_IF_ERROR(WriteFileAtomically(f.csv, csv));
   }
   if (!f.hardware_out.empty()) {
-    std::ofstream out(f.hardware_out);
-    out << catalog.dump(2) << "\n";
-    if (!out) return Status::IoError("cannot write " + f.hardware_out);
+    RETURN_IF_ERROR(WriteFileAtomically(f.hardware_out, catalog.dump(2) + "\n"));
   }
   if (f.json) {
     nlohmann::json rows = nlohmann::json::array();

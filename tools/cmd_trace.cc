@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "base/output_file.h"
 #include "placement/trace_io.h"
 #include "tools/command.h"
 #include "tools/flag_checks.h"
@@ -45,6 +46,8 @@ void AddShapeOptions(CLI::App* cmd, placement::ModelShape* shape) {
 }
 
 void RunImport(const TraceFlags& flags, CommandContext& ctx) {
+  Status same = CheckNotSameFile("--out", flags.out, "an input trace", flags.inputs);
+  if (!same.ok()) return ReportError(ctx, same.message());
   placement::TraceImportOptions options{.shape = flags.shape};
   StatusOr<placement::Trace> trace =
       flags.format == "csv" ? placement::ImportCsvTrace(flags.inputs, options)
