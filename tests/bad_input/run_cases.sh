@@ -47,6 +47,11 @@ echo '{"step": 0, "prompt_ids": [1, 2], "top_p": 2}' >"$WORK/arrivals_top_p.json
 echo '{"step": 0, "prompt_ids": [1, 2], "temperature": -1}' >"$WORK/arrivals_temperature.jsonl"
 echo '{"step": 0, "prompt_ids": [1, 2], "max_tokens": 0}' >"$WORK/arrivals_max_tokens.jsonl"
 
+# make-model --force over a sharded model, writing one shard: the old index must not survive.
+"$EPSERVE" make-model --preset tiny --shards 3 --out "$WORK/forced" >/dev/null &&
+  "$EPSERVE" make-model --preset tiny --out "$WORK/forced" --force >/dev/null ||
+  { echo "setup: make-model --force failed"; exit 1; }
+
 fail=0 rows=0
 while IFS=$'\t' read -r name args want_rc want; do
   [[ -z "$name" || "$name" == \#* ]] && continue
