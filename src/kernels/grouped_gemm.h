@@ -6,10 +6,8 @@
 // are never touched. Two parallel passes (gate/up, then down), each over (group, weight-row
 // tile) work items split contiguously between threads, so every thread streams its own share
 // of the touched experts' weights. Groups of <= 8 rows use the streaming (decode) kernel,
-// larger ones the cache-blocked one, with the same arithmetic per output (kernels/matmul.h).
-// Each output element is computed by one thread in an order independent of the split and of
-// the group's row count: bit-identical for any thread count and however many rows share the
-// group.
+// larger ones the cache-blocked one. Each output element is computed by one thread in an order
+// independent of the split: bit-identical for any thread count.
 // Allocates nothing; the caller provides h.
 #pragma once
 
