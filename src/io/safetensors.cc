@@ -59,7 +59,14 @@ Status SafetensorsFile::ParseHeader() {
                               "] out of range (data section has " + std::to_string(data_size) +
                               " bytes; truncated file?)");
     }
-    uint64_t want = static_cast<uint64_t>(t.NumElements()) * DTypeSize(t.dtype);
+    // Elements and bytes in 64 bits: a shape whose product wraps must not pass for a small one.
+    uint64_t want = DTypeSize(t.dtype);
+    for (int64_t d : t.shape) {
+      if (__builtin_mul_overflow(want, static_cast<uint64_t>(d), &want)) {
+        return Status::DataLoss(where + ": shape " + t.ShapeString() + " of " + DTypeName(t.dtype) +
+                                " is too large (its size overflows 64 bits)");
+      }
+    }
     if (en - b != want) {
       return Status::DataLoss(where + ": " + std::to_string(en - b) + " bytes for " + DTypeName(t.dtype) +
                               " " + t.ShapeString() + " (want " + std::to_string(want) + ")");

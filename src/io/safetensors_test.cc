@@ -64,6 +64,14 @@ TEST(SafetensorsTest, CorruptFilesGiveOneLineErrorsNamingFileAndTensor) {
       {"size_mismatch", R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8, "tensor w: 8 bytes for F32 [3]"},
       {"dtype", R"({"w":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", 8, "tensor w: unsupported dtype \"I64\""},
       {"no_offsets", R"({"w":{"dtype":"F32","shape":[1]}})", 4, "tensor w: header entry lacks"},
+      // Found with fuzz/safetensors_fuzz: an element count or byte size that overflows 64 bits
+      // (2^62 F32 elements wrapped to 0 bytes and passed for an empty tensor).
+      {"huge_shape",
+       R"({"w":{"dtype":"F32","shape":[4294967296,4294967297],"data_offsets":[0,0]}})", 0,
+       "tensor w: shape [4294967296, 4294967297] of F32 is too large"},
+      {"wrapping_bytes",
+       R"({"w":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})", 0,
+       "tensor w: shape [4611686018427387904] of F32 is too large"},
   };
   for (const auto& c : cases) {
     std::string path = TempPath(std::string(c.label) + ".safetensors");
