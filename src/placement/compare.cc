@@ -32,6 +32,9 @@ StatusOr<VariantSpec> ParseVariant(const std::string& name) {
       spec.place.grace.machine_replication = false;
     } else if (strategy == Strategy::kGrace && s == "norebal") {
       spec.place.grace.rank_rebalance = false;
+    } else if (strategy == Strategy::kGrace && (s == "metis" || s == "spectral")) {
+      spec.place.grace.grouping = s == "metis" ? Grouping::kMinCut : Grouping::kSpectral;
+      spec.grouping_set = true;
     } else if (strategy == Strategy::kGrace && s == "mknee") {
       spec.place.grace.machine_grouping = MachineGrouping::kControlled;
     } else {
@@ -62,6 +65,7 @@ StatusOr<std::vector<CompareRow>> Compare(const Trace& profile, const Trace& hol
     spec.place.grace.machine_replication =
         parsed.grace.machine_replication && options.grace.machine_replication;
     spec.place.grace.rank_rebalance = parsed.grace.rank_rebalance && options.grace.rank_rebalance;
+    if (spec.grouping_set) spec.place.grace.grouping = parsed.grace.grouping;
     if (parsed.grace.machine_grouping != MachineGrouping::kNonUniform) {
       spec.place.grace.machine_grouping = parsed.grace.machine_grouping;
     }

@@ -3,7 +3,7 @@
 //
 // A variant is a strategy name with optional switches joined by '+':
 //   contiguous | eplb[+hierarchical|+global][+topo]
-//   | grace[+norep|+nomrep][+norebal][+mknee][+wrr]
+//   | grace[+metis|+spectral][+norep|+nomrep][+norebal][+mknee][+wrr]
 // e.g. "eplb+global+topo" or "grace+norep" (no replication) or "grace+nomrep" (no machine-level
 // replication, only the rank-level step) or "grace+norebal" (no rank-level rebalancing). Unless
 // `redundant` is set, every eplb variant gets, layer by layer, as many extra copies as the first
@@ -23,7 +23,8 @@ namespace epserve::placement {
 
 struct VariantSpec {
   std::string label;
-  PlaceOptions place;  // topology, routing, progress and redundancy filled in by Compare
+  PlaceOptions place;         // topology, routing, progress and redundancy filled in by Compare
+  bool grouping_set = false;  // "+metis" or "+spectral" named the grouping
 };
 
 // Parses one variant name. Returns InvalidArgument naming the bad switch.

@@ -25,7 +25,24 @@ enum class MachineGrouping {
   kControlled,  // like the ranks: controlled sizes with r at the knee (an experiment)
 };
 
+// How experts are grouped into machines and ranks.
+enum class Grouping {
+  kSpectral,  // SPEC §8: spectral clustering + k-means, controlled sizes, r at the knee
+  kMinCut,    // METIS min-cut, then local search on the profiled connectivity (grace_mincut.h)
+};
+
 struct GraceOptions {
+  Grouping grouping = Grouping::kSpectral;
+  // Min-cut grouping: allowed part load over the mean for machines and for the ranks of a
+  // machine, and allowed expert count over (under) the mean, for memory.
+  double node_imbalance = 0.05;
+  double rank_imbalance = 0.10;
+  double size_slack = 0.25;
+  // Min-cut grouping: routing weight of a copy on another machine relative to the home copy's
+  // 1, for tokens whose machine has no copy.
+  double replica_weight = 1e-3;
+  // Min-cut grouping: METIS starts per split (each refined; the lowest connectivity wins).
+  int num_starts = 4;
   MachineGrouping machine_grouping = MachineGrouping::kNonUniform;
   // Ratios r tried for the controlled grouping of each machine's experts over its ranks.
   std::vector<double> r_grid = {0.0,  0.05, 0.1,  0.15, 0.2,  0.25, 0.3,  0.35, 0.4,  0.45, 0.5,
@@ -45,11 +62,16 @@ struct GraceOptions {
   // The routing the placement will be used with; the load prediction of the rebalancing step
   // follows it (Place sets it from the placement's routing).
   RoutingPolicy routing = RoutingPolicy::kTopology;
-  // > 0: at most this many extra copies per layer (fewer hot experts, then fewer replicas).
+  // > 0: at most this many extra copies per layer (fewer hot experts, then fewer replicas);
+  // for the min-cut grouping the number it makes (0: DefaultExtraCopies).
   int max_extra_copies = 0;
   uint64_t seed = 1;
   int kmeans_restarts = 8;
 };
+
+// Extra copies per layer the min-cut grouping makes unless told: a third of the experts (21 of
+// DeepSeek-V2-Lite's 64, about what the spectral variant's formulas give on 2 x 4).
+inline int DefaultExtraCopies(int num_experts) { return num_experts / 3; }
 
 // n_replica = min(max(1, floor(W_max / W_mean)), num_ranks - 1).
 int ReplicaCount(double w_max, double w_mean, int num_ranks);
@@ -125,6 +147,14 @@ struct GraceLayerReport {
   MachineReplicationPlan machine_replication;
   ReplicationPlan replication;
   RebalanceReport rebalance;  // with GraceOptions::rank_rebalance
+  // Min-cut grouping: profiled (token, machine) connectivity before and after the local search,
+  // expected (token, machine) copies sent away before and after the traffic copies, and their
+  // number.
+  double node_connectivity_before = 0;
+  double node_connectivity_after = 0;
+  double cross_before_copies = 0;
+  double cross_after_copies = 0;
+  int traffic_copies = 0;
 };
 
 struct GraceLayerResult {

@@ -5,6 +5,8 @@
 
 #include "base/thread_pool.h"
 #include "placement/affinity.h"
+#include "placement/grace_mincut.h"
+#include "placement/token_sets.h"
 
 namespace epserve::placement {
 
@@ -114,7 +116,13 @@ StatusOr<PlaceResult> Place(const Trace& profile, const PlaceOptions& options) {
       case Strategy::kGrace: {
         GraceOptions grace = options.grace;
         grace.routing = p.routing;
-        ASSIGN_OR_RETURN(GraceLayerResult r, PlaceGraceLayer(prof, options.topology, grace));
+        GraceLayerResult r;
+        if (grace.grouping == Grouping::kMinCut) {
+          ASSIGN_OR_RETURN(r, PlaceGraceMinCutLayer(prof, TokenSets::FromTrace(profile, l),
+                                                    options.topology, grace));
+        } else {
+          ASSIGN_OR_RETURN(r, PlaceGraceLayer(prof, options.topology, grace));
+        }
         p.layers[l] = std::move(r.layer);
         result.grace_reports[l] = std::move(r.report);
         return Status::Ok();

@@ -1,0 +1,158 @@
+#include "placement/grace_mincut.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "placement/mincut.h"
+#include "placement/rebalance.h"
+#include "placement/refine.h"
+#include "placement/traffic_copies.h"
+
+namespace epserve::placement {
+
+namespace {
+
+// Splits `members` (experts) into `parts` groups: METIS on their affinity balanced on
+// `weight` and count, then the connectivity search over `sets` restricted to them.
+StatusOr<std::vector<int>> Split(const LayerProfile& profile, const TokenSets& sets,
+                                 const std::vector<int>& members, const std::vector<double>& weight,
+                                 int parts, double imbalance, double size_slack, uint64_t seed,
+                                 int num_starts, RefineResult* refine) {
+  const int n = profile.num_experts;
+  const int nm = static_cast<int>(members.size());
+  std::vector<int> part(n, -1);
+  if (parts == 1) {
+    for (int e : members) part[e] = 0;
+    return part;
+  }
+  std::vector<double> w(nm), ones(nm, 1.0);
+  double total = 0;
+  for (int i = 0; i < nm; ++i) {
+    w[i] = weight[members[i]];
+    total += w[i];
+  }
+  const double mean_size = static_cast<double>(nm) / parts;
+  RefineOptions ro{
+      .num_parts = parts,
+      .weight = weight,
+      .max_part_weight = (1 + imbalance) * total / parts,
+      .min_part_size = std::max(1, static_cast<int>(std::floor(mean_size * (1 - size_slack)))),
+      .max_part_size = static_cast<int>(std::ceil(mean_size * (1 + size_slack)))};
+  // Several METIS starts, each refined; the lowest connectivity wins.
+  std::vector<int> best;
+  for (int t = 0; t < num_starts; ++t) {
+    ASSIGN_OR_RETURN(MinCutResult cut,
+                     MinCutPartition(SubAffinity(profile.affinity, n, members), nm,
+                                     MinCutOptions{.num_parts = parts,
+                                                   .constraints = {w, ones},
+                                                   .imbalance = {1 + imbalance, 1 + size_slack},
+                                                   .num_tries = 1,
+                                                   .seed = seed + 1000 * t}));
+    for (int i = 0; i < nm; ++i) part[members[i]] = cut.part[i];
+    const RefineResult r = RefineConnectivity(sets, ro, &part);
+    if (best.empty() || r.after < refine->after) {
+      best = part;
+      *refine = r;
+    }
+  }
+  part = std::move(best);
+  return part;
+}
+
+}  // namespace
+
+StatusOr<GraceLayerResult> PlaceGraceMinCutLayer(const LayerProfile& profile, const TokenSets& sets,
+                                                 const Topology& topology,
+                                                 const GraceOptions& options) {
+  const int n = profile.num_experts;
+  const int num_nodes = topology.num_nodes;
+  const int per_node = topology.ranks_per_node;
+  if (n < topology.num_ranks()) {
+    return Status::InvalidArgument("GRACE: " + std::to_string(n) + " experts cannot cover " +
+                                   std::to_string(topology.num_ranks()) + " ranks");
+  }
+  GraceLayerResult result;
+  GraceLayerReport& report = result.report;
+  report.layer_id = profile.layer_id;
+  const double total_load = std::accumulate(profile.load.begin(), profile.load.end(), 0.0);
+
+  // 1-2) Machines.
+  std::vector<int> all(n);
+  std::iota(all.begin(), all.end(), 0);
+  RefineResult node_refine;
+  ASSIGN_OR_RETURN(std::vector<int> home,
+                   Split(profile, sets, all, profile.load, num_nodes, options.node_imbalance,
+                         options.size_slack, options.seed, options.num_starts, &node_refine));
+  // 3) Copies on other machines that save cross-machine traffic.
+  const int budget = !options.replication           ? 0
+                     : options.max_extra_copies > 0 ? options.max_extra_copies
+                                                    : DefaultExtraCopies(n);
+  const TrafficCopiesResult copies = PlanTrafficCopies(
+      sets,
+      TrafficCopiesOptions{.num_nodes = num_nodes,
+                           .home = home,
+                           .load = profile.load,
+                           .max_copies = budget,
+                           .max_node_load = (1 + options.node_imbalance) * total_load / num_nodes});
+  report.machine_sizes.assign(num_nodes, 0);
+  for (int e = 0; e < n; ++e) ++report.machine_sizes[home[e]];
+  report.node_connectivity_before = node_refine.before;
+  report.node_connectivity_after = node_refine.after;
+  report.cross_before_copies = copies.cross_before;
+  report.cross_after_copies = copies.cross_after;
+  report.traffic_copies = static_cast<int>(copies.copies.size());
+
+  // 4) Ranks of each machine: the experts it serves, weighted by the load routed to them.
+  // has[e][m]: machine m serves e (home or copy).
+  std::vector<std::vector<char>> has(n, std::vector<char>(num_nodes, 0));
+  for (int e = 0; e < n; ++e) has[e][home[e]] = 1;
+  for (const TrafficCopy& c : copies.copies) has[c.expert][c.node] = 1;
+  LayerPlacement& layer = result.layer;
+  layer.layer_id = profile.layer_id;
+  layer.slots.assign(topology.num_ranks(), {});
+  layer.copies.assign(n, {});
+  std::vector<int> rank_of_home(n, -1);
+  std::vector<std::pair<int, int>> replica_ranks;  // (expert, rank)
+  for (int m = 0; m < num_nodes; ++m) {
+    std::vector<int> members;
+    std::vector<double> served(n, 0.0);
+    for (int e = 0; e < n; ++e) {
+      if (!has[e][m]) continue;
+      members.push_back(e);
+      int sources = 1;  // its own machine
+      if (home[e] == m) {
+        for (int o = 0; o < num_nodes; ++o) sources += o != m && !has[e][o];
+      }
+      served[e] = profile.load[e] * sources / num_nodes;
+    }
+    RefineResult rank_refine;
+    ASSIGN_OR_RETURN(
+        std::vector<int> local,
+        Split(profile, sets, members, served, per_node, options.rank_imbalance, options.size_slack,
+              options.seed + 1 + m, options.num_starts, &rank_refine));
+    for (int e : members) {
+      const int rank = m * per_node + local[e];
+      layer.slots[rank].push_back(e);
+      if (home[e] == m) {
+        rank_of_home[e] = rank;
+      } else {
+        replica_ranks.emplace_back(e, rank);
+      }
+    }
+  }
+  for (int e = 0; e < n; ++e) layer.copies[e].push_back(ExpertCopy{.rank = rank_of_home[e]});
+  for (const auto& [e, rank] : replica_ranks) {
+    layer.copies[e].push_back(ExpertCopy{.rank = rank, .weight = options.replica_weight});
+  }
+  for (auto& slots : layer.slots) std::sort(slots.begin(), slots.end());
+
+  // 5) Even the ranks of each machine out.
+  if (options.rank_rebalance) {
+    report.rebalance = RebalanceRanks(&layer, profile.load, topology, options.routing);
+  }
+  return result;
+}
+
+}  // namespace epserve::placement
