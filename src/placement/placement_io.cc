@@ -65,10 +65,13 @@ StatusOr<Placement> PlacementFromJson(const std::string& text, const std::string
   if (doc.is_discarded() || !doc.is_object()) {
     return Status::DataLoss(source + ": not a JSON object");
   }
-  if (doc.value("format", std::string()) != kPlacementFormat) {
+  // Compared as JSON values: a "format" or "version" of another type is a mismatch, not a throw.
+  auto format = doc.find("format");
+  if (format == doc.end() || *format != kPlacementFormat) {
     return Status::DataLoss(source + ": \"format\" is not \"" + kPlacementFormat + "\"");
   }
-  if (doc.value("version", 0) != kPlacementVersion) {
+  auto version = doc.find("version");
+  if (version == doc.end() || *version != kPlacementVersion) {
     return Status::DataLoss(source + ": unsupported version (this build reads " +
                             std::to_string(kPlacementVersion) + ")");
   }

@@ -72,6 +72,9 @@ TEST(PlacementIoTest, RejectsBrokenFilesNamingThem) {
   };
   for (const std::string& text :
        {std::string("not json"), std::string("{\"format\":\"other\",\"version\":1}"),
+        // Found with fuzz/placement_fuzz: a format or version of another type threw.
+        std::string("{\"format\":[\"epserve-placement\"],\"version\":1}"),
+        std::string("{\"format\":\"epserve-placement\",\"version\":\"1\"}"),
         good.substr(0, good.size() / 2)}) {
     StatusOr<Placement> r = load_text(text);
     ASSERT_FALSE(r.ok());
