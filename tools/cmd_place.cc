@@ -71,6 +71,8 @@ struct StrategyFlags {
   bool no_machine_replication = false;
   bool no_rank_rebalance = false;
   std::string machine_grouping = "nonuniform";
+  std::string grouping = "metis";
+  bool as_placed = false;
   double r = -1;
   uint64_t seed = 1;
   int threads = 1;
@@ -124,13 +126,24 @@ void AddStrategyOptions(CLI::App* cmd, StrategyFlags* f) {
   cmd->add_flag("--no-rank-rebalance", f->no_rank_rebalance,
                 "grace: skip the rank-level rebalancing (moves and swaps of copies between the "
                 "ranks of one machine to even out their predicted loads)");
-  cmd->add_option("--r", f->r, "grace: fixed non-uniformity ratio r in [0, 100] instead of the knee")
+  cmd->add_option("--r", f->r,
+                  "grace: fixed non-uniformity ratio r in [0, 100] instead of the knee")
       ->check(RealRange(0, 100));
   cmd->add_option("--machine-grouping", f->machine_grouping,
                   "grace: nonuniform (SPEC §8: fully non-uniform over machines) | controlled "
                   "(experiment: controlled sizes with r at the knee, as for ranks)")
       ->check(CLI::IsMember({"nonuniform", "controlled"}))
       ->capture_default_str();
+  cmd->add_option("--grouping", f->grouping,
+                  "grace: metis (min-cut split, local search on the profiled cross-machine "
+                  "copies, copies that save the most of them) | spectral (SPEC §8: spectral "
+                  "clustering, controlled sizes at the knee, load-skew replication)")
+      ->check(CLI::IsMember({"metis", "spectral"}))
+      ->capture_default_str();
+  cmd->add_flag("--as-placed", f->as_placed,
+                "grace: write what the grouping placed; without it each layer gets the "
+                "candidate (grace with either grouping, with and without copies, eplb with the "
+                "same copies, contiguous) with the lowest modeled time on the profile");
   cmd->add_option("--seed", f->seed, "seed of the k-means starts")->capture_default_str();
   cmd->add_option("--threads", f->threads, "layers worked on in parallel")
       ->check(IntRange(1, 1024))
@@ -165,6 +178,7 @@ GraceOptions MakeGraceOptions(const StrategyFlags& f) {
   g.machine_replication = !f.no_machine_replication;
   g.rank_rebalance = !f.no_rank_rebalance;
   g.seed = f.seed;
+  g.grouping = f.grouping == "spectral" ? Grouping::kSpectral : Grouping::kMinCut;
   g.machine_grouping = f.machine_grouping == "controlled" ? MachineGrouping::kControlled
                                                           : MachineGrouping::kNonUniform;
   return g;
@@ -192,6 +206,7 @@ void RunPlace(const PlaceFlags& flags, CommandContext& ctx) {
   options.redundant = flags.common.no_replication ? 0 : flags.redundant;
   options.grace = MakeGraceOptions(flags.common);
   options.grace.max_extra_copies = flags.redundant;
+  options.selection = flags.common.as_placed ? Selection::kAsPlaced : Selection::kBestOnProfile;
   options.num_threads = flags.common.threads;
 
   StatusOr<Trace> trace = LoadTrace(flags.trace);
@@ -206,6 +221,14 @@ void RunPlace(const PlaceFlags& flags, CommandContext& ctx) {
   if (flags.verbose) {
     for (const GraceLayerReport& r : result->grace_reports) {
       std::printf("%s", FormatGraceReport(r).c_str());
+    }
+    const ChoiceReport& choice = result->choice;
+    for (size_t l = 0; l < choice.chosen.size(); ++l) {
+      std::printf("layer %d: modeled us on the profile:", result->placement.layers[l].layer_id);
+      for (size_t c = 0; c < choice.candidates.size(); ++c) {
+        std::printf(" %s %.1f", choice.candidates[c].c_str(), choice.time_us[c][l]);
+      }
+      std::printf(" -> %s\n", choice.candidates[choice.chosen[l]].c_str());
     }
   }
   Status st = flags.format == "sglang"

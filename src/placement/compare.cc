@@ -35,6 +35,8 @@ StatusOr<VariantSpec> ParseVariant(const std::string& name) {
     } else if (strategy == Strategy::kGrace && (s == "metis" || s == "spectral")) {
       spec.place.grace.grouping = s == "metis" ? Grouping::kMinCut : Grouping::kSpectral;
       spec.grouping_set = true;
+    } else if (strategy == Strategy::kGrace && s == "asis") {
+      spec.place.selection = Selection::kAsPlaced;
     } else if (strategy == Strategy::kGrace && s == "mknee") {
       spec.place.grace.machine_grouping = MachineGrouping::kControlled;
     } else {
@@ -45,10 +47,20 @@ StatusOr<VariantSpec> ParseVariant(const std::string& name) {
 }
 
 std::vector<std::string> AllVariants() {
-  // "grace" comes before "grace+nomrep", so eplb is matched to the full method's copies.
-  return {"contiguous",   "eplb+hierarchical", "eplb+global", "eplb+global+topo",
-          "grace+norep",  "grace+wrr",         "grace",       "grace+nomrep",
-          "grace+norebal"};
+  // "grace" (the chosen placement) comes first among the replicating grace variants, so eplb
+  // is matched to its copies. The "+asis" rows are the steps of each grouping on their own.
+  return {"contiguous",
+          "eplb+hierarchical",
+          "eplb+global",
+          "eplb+global+topo",
+          "grace",
+          "grace+metis+asis",
+          "grace+metis+norep+asis",
+          "grace+metis+norebal+asis",
+          "grace+spectral+asis",
+          "grace+spectral+norep+asis",
+          "grace+spectral+nomrep+asis",
+          "grace+spectral+norebal+asis"};
 }
 
 StatusOr<std::vector<CompareRow>> Compare(const Trace& profile, const Trace& holdout,
@@ -66,6 +78,9 @@ StatusOr<std::vector<CompareRow>> Compare(const Trace& profile, const Trace& hol
         parsed.grace.machine_replication && options.grace.machine_replication;
     spec.place.grace.rank_rebalance = parsed.grace.rank_rebalance && options.grace.rank_rebalance;
     if (spec.grouping_set) spec.place.grace.grouping = parsed.grace.grouping;
+    spec.place.selection = parsed.selection;
+    spec.place.cost = options.evaluate.cost;
+    spec.place.step_tokens_per_rank = options.evaluate.step_tokens_per_rank;
     if (parsed.grace.machine_grouping != MachineGrouping::kNonUniform) {
       spec.place.grace.machine_grouping = parsed.grace.machine_grouping;
     }

@@ -3,9 +3,11 @@
 //
 // A variant is a strategy name with optional switches joined by '+':
 //   contiguous | eplb[+hierarchical|+global][+topo]
-//   | grace[+metis|+spectral][+norep|+nomrep][+norebal][+mknee][+wrr]
+//   | grace[+metis|+spectral][+asis][+norep|+nomrep][+norebal][+mknee][+wrr]
 // e.g. "eplb+global+topo" or "grace+norep" (no replication) or "grace+nomrep" (no machine-level
-// replication, only the rank-level step) or "grace+norebal" (no rank-level rebalancing). Unless
+// replication, only the rank-level step) or "grace+norebal" (no rank-level rebalancing);
+// "+metis" / "+spectral" pick the grouping (default metis) and "+asis" writes what that grouping
+// placed instead of the per-layer best candidate on the profile (place.h, Selection). Unless
 // `redundant` is set, every eplb variant gets, layer by layer, as many extra copies as the first
 // grace variant with replication made, so both spend the same memory; without such a grace
 // variant, eplb gets none.

@@ -32,7 +32,7 @@ enum class Grouping {
 };
 
 struct GraceOptions {
-  Grouping grouping = Grouping::kSpectral;
+  Grouping grouping = Grouping::kMinCut;
   // Min-cut grouping: allowed part load over the mean for machines and for the ranks of a
   // machine, and allowed expert count over (under) the mean, for memory.
   double node_imbalance = 0.05;
@@ -43,6 +43,9 @@ struct GraceOptions {
   double replica_weight = 1e-3;
   // Min-cut grouping: METIS starts per split (each refined; the lowest connectivity wins).
   int num_starts = 4;
+  // Min-cut grouping: passes of the connectivity search over the ranks of a machine (it only
+  // shapes NVLink traffic there, and costs ranks_per_node times more per move); 0: METIS alone.
+  int rank_refine_passes = 0;
   MachineGrouping machine_grouping = MachineGrouping::kNonUniform;
   // Ratios r tried for the controlled grouping of each machine's experts over its ranks.
   std::vector<double> r_grid = {0.0,  0.05, 0.1,  0.15, 0.2,  0.25, 0.3,  0.35, 0.4,  0.45, 0.5,

@@ -14,12 +14,42 @@ namespace epserve::placement {
 
 namespace {
 
+struct SplitOptions {
+  int parts = 1;
+  double imbalance = 0;   // part weight over the mean
+  double size_slack = 0;  // part size over (under) the mean
+  uint64_t seed = 1;
+  int num_starts = 1;
+  int max_passes = 8;  // of the connectivity search; 0: METIS alone
+  int min_size = 1;    // experts every part must hold (a machine: one per rank)
+};
+
+// Moves the lightest experts of the largest parts into parts below `min_size`.
+void RepairSizes(const std::vector<int>& members, const std::vector<double>& weight, int parts,
+                 int min_size, std::vector<int>* part) {
+  std::vector<int> size(parts, 0);
+  for (int e : members) ++size[(*part)[e]];
+  for (int p = 0; p < parts; ++p) {
+    while (size[p] < min_size) {
+      const int from = static_cast<int>(std::max_element(size.begin(), size.end()) - size.begin());
+      int pick = -1;
+      for (int e : members) {
+        if ((*part)[e] == from && (pick < 0 || weight[e] < weight[pick])) pick = e;
+      }
+      (*part)[pick] = p;
+      --size[from];
+      ++size[p];
+    }
+  }
+}
+
 // Splits `members` (experts) into `parts` groups: METIS on their affinity balanced on
 // `weight` and count, then the connectivity search over `sets` restricted to them.
 StatusOr<std::vector<int>> Split(const LayerProfile& profile, const TokenSets& sets,
                                  const std::vector<int>& members, const std::vector<double>& weight,
-                                 int parts, double imbalance, double size_slack, uint64_t seed,
-                                 int num_starts, RefineResult* refine) {
+                                 const SplitOptions& so, RefineResult* refine) {
+  const int parts = so.parts;
+  const double imbalance = so.imbalance, size_slack = so.size_slack;
   const int n = profile.num_experts;
   const int nm = static_cast<int>(members.size());
   std::vector<int> part(n, -1);
@@ -34,24 +64,30 @@ StatusOr<std::vector<int>> Split(const LayerProfile& profile, const TokenSets& s
     total += w[i];
   }
   const double mean_size = static_cast<double>(nm) / parts;
-  RefineOptions ro{
-      .num_parts = parts,
-      .weight = weight,
-      .max_part_weight = (1 + imbalance) * total / parts,
-      .min_part_size = std::max(1, static_cast<int>(std::floor(mean_size * (1 - size_slack)))),
-      .max_part_size = static_cast<int>(std::ceil(mean_size * (1 + size_slack)))};
+  RefineOptions ro{.num_parts = parts,
+                   .weight = weight,
+                   .max_part_weight = (1 + imbalance) * total / parts,
+                   .min_part_size = std::max(
+                       so.min_size, static_cast<int>(std::floor(mean_size * (1 - size_slack)))),
+                   .max_part_size = static_cast<int>(std::ceil(mean_size * (1 + size_slack)))};
   // Several METIS starts, each refined; the lowest connectivity wins.
   std::vector<int> best;
-  for (int t = 0; t < num_starts; ++t) {
+  for (int t = 0; t < so.num_starts; ++t) {
     ASSIGN_OR_RETURN(MinCutResult cut,
                      MinCutPartition(SubAffinity(profile.affinity, n, members), nm,
                                      MinCutOptions{.num_parts = parts,
                                                    .constraints = {w, ones},
                                                    .imbalance = {1 + imbalance, 1 + size_slack},
                                                    .num_tries = 1,
-                                                   .seed = seed + 1000 * t}));
+                                                   .seed = so.seed + 1000 * t}));
     for (int i = 0; i < nm; ++i) part[members[i]] = cut.part[i];
-    const RefineResult r = RefineConnectivity(sets, ro, &part);
+    RepairSizes(members, weight, parts, so.min_size, &part);
+    RefineResult r;
+    if (so.max_passes > 0) {
+      r = RefineConnectivity(sets, ro, &part);
+    } else if (so.num_starts > 1) {
+      r.before = r.after = Connectivity(sets, part, parts);
+    }
     if (best.empty() || r.after < refine->after) {
       best = part;
       *refine = r;
@@ -82,9 +118,14 @@ StatusOr<GraceLayerResult> PlaceGraceMinCutLayer(const LayerProfile& profile, co
   std::vector<int> all(n);
   std::iota(all.begin(), all.end(), 0);
   RefineResult node_refine;
-  ASSIGN_OR_RETURN(std::vector<int> home,
-                   Split(profile, sets, all, profile.load, num_nodes, options.node_imbalance,
-                         options.size_slack, options.seed, options.num_starts, &node_refine));
+  ASSIGN_OR_RETURN(std::vector<int> home, Split(profile, sets, all, profile.load,
+                                                SplitOptions{.parts = num_nodes,
+                                                             .imbalance = options.node_imbalance,
+                                                             .size_slack = options.size_slack,
+                                                             .seed = options.seed,
+                                                             .num_starts = options.num_starts,
+                                                             .min_size = per_node},
+                                                &node_refine));
   // 3) Copies on other machines that save cross-machine traffic.
   const int budget = !options.replication           ? 0
                      : options.max_extra_copies > 0 ? options.max_extra_copies
@@ -128,10 +169,15 @@ StatusOr<GraceLayerResult> PlaceGraceMinCutLayer(const LayerProfile& profile, co
       served[e] = profile.load[e] * sources / num_nodes;
     }
     RefineResult rank_refine;
-    ASSIGN_OR_RETURN(
-        std::vector<int> local,
-        Split(profile, sets, members, served, per_node, options.rank_imbalance, options.size_slack,
-              options.seed + 1 + m, options.num_starts, &rank_refine));
+    ASSIGN_OR_RETURN(std::vector<int> local,
+                     Split(profile, sets, members, served,
+                           SplitOptions{.parts = per_node,
+                                        .imbalance = options.rank_imbalance,
+                                        .size_slack = options.size_slack,
+                                        .seed = options.seed + 1 + m,
+                                        .num_starts = 1,
+                                        .max_passes = options.rank_refine_passes},
+                           &rank_refine));
     for (int e : members) {
       const int rank = m * per_node + local[e];
       layer.slots[rank].push_back(e);

@@ -42,7 +42,8 @@ StatusOr<MinCutResult> MinCutPartition(const std::vector<double>& affinity, int 
   const size_t ncon = options.constraints.size();
   if (n < 1 || affinity.size() != static_cast<size_t>(n) * n || parts < 1 || parts > n ||
       ncon < 1 || options.imbalance.size() != ncon || options.num_tries < 1) {
-    return Status::InvalidArgument("min-cut partition: inconsistent sizes");
+    return Status::InvalidArgument("min-cut partition of " + std::to_string(n) + " vertices into " +
+                                   std::to_string(parts) + " parts: inconsistent sizes");
   }
   for (const auto& c : options.constraints) {
     if (c.size() != static_cast<size_t>(n)) {

@@ -78,8 +78,9 @@ LayerPlacement PlaceContiguousLayer(int layer_id, int num_experts, int num_ranks
   return LayerFromSlots(layer_id, num_experts, std::move(slots));
 }
 
-StatusOr<PlaceResult> Place(const Trace& profile, const PlaceOptions& options) {
-  RETURN_IF_ERROR(options.Validate(profile));
+namespace {
+
+StatusOr<PlaceResult> PlaceAsIs(const Trace& profile, const PlaceOptions& options) {
   const int num_layers = profile.num_layers();
   PlaceResult result;
   Placement& p = result.placement;
@@ -153,6 +154,77 @@ StatusOr<PlaceResult> Place(const Trace& profile, const PlaceOptions& options) {
     RETURN_IF_ERROR(status[l].WithContext("layer " + std::to_string(profile.layer_ids()[l])));
   }
   RETURN_IF_ERROR(ValidatePlacement(p));
+  return result;
+}
+
+}  // namespace
+
+StatusOr<PlaceResult> Place(const Trace& profile, const PlaceOptions& options) {
+  RETURN_IF_ERROR(options.Validate(profile));
+  if (options.strategy != Strategy::kGrace || options.selection == Selection::kAsPlaced) {
+    return PlaceAsIs(profile, options);
+  }
+  ASSIGN_OR_RETURN(PlaceResult result, PlaceAsIs(profile, options));
+  Placement& chosen = result.placement;
+  const bool mincut = options.grace.grouping == Grouping::kMinCut;
+  // The rivals, each placed as-is with the same routing; eplb with grace's copies per layer.
+  std::vector<std::pair<std::string, PlaceOptions>> rivals;
+  PlaceOptions other = options;
+  other.progress = nullptr;
+  other.grace.grouping = mincut ? Grouping::kSpectral : Grouping::kMinCut;
+  rivals.emplace_back(mincut ? "grace+spectral" : "grace+metis", other);
+  if (options.grace.replication) {
+    // Copies cost expert work on their ranks; where they save less traffic than that, none.
+    PlaceOptions norep = options;
+    norep.progress = nullptr;
+    norep.grace.replication = false;
+    rivals.emplace_back(mincut ? "grace+metis+norep" : "grace+spectral+norep", norep);
+  }
+  PlaceOptions eplb = options;
+  eplb.progress = nullptr;
+  eplb.strategy = Strategy::kEplb;
+  eplb.routing = chosen.routing;
+  eplb.redundant_per_layer.clear();
+  for (const LayerPlacement& layer : chosen.layers) {
+    eplb.redundant_per_layer.push_back(layer.NumExtraCopies());
+  }
+  rivals.emplace_back("eplb", eplb);
+  PlaceOptions contiguous = options;
+  contiguous.progress = nullptr;
+  contiguous.strategy = Strategy::kContiguous;
+  contiguous.routing = chosen.routing;
+  rivals.emplace_back("contiguous", contiguous);
+
+  std::vector<Placement> candidates;
+  candidates.push_back(chosen);
+  ChoiceReport& report = result.choice;
+  report.candidates.push_back(mincut ? "grace+metis" : "grace+spectral");
+  for (auto& [name, rival_options] : rivals) {
+    ASSIGN_OR_RETURN(PlaceResult rival, PlaceAsIs(profile, rival_options));
+    candidates.push_back(std::move(rival.placement));
+    report.candidates.push_back(name);
+  }
+  const EvaluateOptions eval{.cost = options.cost,
+                             .step_tokens_per_rank = options.step_tokens_per_rank,
+                             .routing = chosen.routing,
+                             .num_threads = options.num_threads};
+  const int num_layers = static_cast<int>(chosen.layers.size());
+  report.time_us.assign(candidates.size(), std::vector<double>(num_layers, 0.0));
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    ASSIGN_OR_RETURN(Evaluation ev, Evaluate(candidates[c], profile, eval));
+    for (const LayerEvaluation& le : ev.layers) {
+      const int l = chosen.LayerIndex(le.layer_id);
+      if (l >= 0) report.time_us[c][l] = le.time_us;
+    }
+  }
+  report.chosen.assign(num_layers, 0);
+  for (int l = 0; l < num_layers; ++l) {
+    for (size_t c = 1; c < candidates.size(); ++c) {
+      if (report.time_us[c][l] < report.time_us[report.chosen[l]][l]) report.chosen[l] = c;
+    }
+    if (report.chosen[l] != 0) chosen.layers[l] = candidates[report.chosen[l]].layers[l];
+  }
+  RETURN_IF_ERROR(ValidatePlacement(chosen));
   return result;
 }
 

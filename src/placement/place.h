@@ -9,6 +9,7 @@
 
 #include "base/status.h"
 #include "placement/eplb.h"
+#include "placement/evaluate.h"
 #include "placement/grace.h"
 #include "placement/placement.h"
 #include "placement/trace.h"
@@ -18,6 +19,19 @@ namespace epserve::placement {
 enum class Strategy { kContiguous, kEplb, kGrace };
 std::string_view StrategyName(Strategy strategy);
 StatusOr<Strategy> ParseStrategy(std::string_view name);
+
+// Whether grace writes what it placed or, layer by layer, the candidate the profile says is
+// fastest (modeled layer time, evaluate.h): grace with each grouping, EPLB with the same copies
+// and the same routing, and contiguous. So no layer is ever slower on the profile than
+// contiguous.
+enum class Selection { kAsPlaced, kBestOnProfile };
+
+// What the selection saw: the candidates' modeled times per layer on the profile.
+struct ChoiceReport {
+  std::vector<std::string> candidates;       // candidates[0] is the placement grace made
+  std::vector<std::vector<double>> time_us;  // [candidate][layer], microseconds
+  std::vector<int> chosen;                   // per layer, an index into candidates
+};
 
 // Called after each layer with (layers done, total); from the calling thread only.
 using ProgressFn = std::function<void(int done, int total)>;
@@ -36,6 +50,10 @@ struct PlaceOptions {
   GraceOptions grace;
   int num_threads = 1;  // layers are placed in parallel; the result does not depend on it
   ProgressFn progress;
+  // grace only; the cost model and step size the selection evaluates with.
+  Selection selection = Selection::kBestOnProfile;
+  CostModel cost;
+  int step_tokens_per_rank = 1024;
 
   Status Validate(const Trace& trace) const;
 };
@@ -44,6 +62,7 @@ struct PlaceResult {
   Placement placement;
   std::vector<GraceLayerReport> grace_reports;   // one per layer for grace, else empty
   std::vector<std::vector<double>> expert_load;  // [layer][expert] profiled loads
+  ChoiceReport choice;                           // grace with Selection::kBestOnProfile
 };
 
 // Rank r holds experts [r * n / R, (r + 1) * n / R) (the first n % R ranks one more).

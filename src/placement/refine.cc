@@ -1,6 +1,7 @@
 #include "placement/refine.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/check.h"
 
@@ -122,30 +123,46 @@ class Refiner {
     return std::max(wa, wb) < std::max(weight_[a], weight_[b]);
   }
 
-  // Moves e to part b, keeping counts and gains current: only the experts sharing a set with e
-  // see their gains change, and only through those sets.
+  // Moves e to part b, keeping counts and gains current. A set's contribution to another
+  // member f changes only when a count crosses the thresholds the gains test: part a emptied
+  // (moving f to a now costs), part b newly spanned (moving f to b no longer costs), a down to
+  // one member (f in a now frees it by leaving), b up from one (f in b no longer does).
   void Apply(int e, int b) {
     const int a = part_[e];
     for (int s : sets_.SetsOf(e)) {
+      AddContribution(s, e, a, -1);
+      int* row = cnt_.data() + Index(s, 0);
+      const int old_a = row[a]--, old_b = row[b]++;
+      const double c = sets_.count(s);
       const uint16_t* members = sets_.Set(s);
       for (int i = 0; i < sets_.k(); ++i) {
         const int f = members[i];
-        if (part_[f] >= 0) AddContribution(s, f, part_[f], -1);
+        const int pf = part_[f];
+        if (f == e || pf < 0) continue;
+        double* g = gain_.data() + static_cast<size_t>(f) * p_;
+        if (old_a == 1 && pf != a) g[a] -= c;
+        if (old_b == 0 && pf != b) g[b] += c;
+        if (pf == a && old_a == 2) {
+          for (int x = 0; x < p_; ++x) g[x] += x != a ? c : 0;
+        }
+        if (pf == b && old_b == 1) {
+          for (int x = 0; x < p_; ++x) g[x] -= x != b ? c : 0;
+        }
       }
-      --cnt_[Index(s, a)];
-      ++cnt_[Index(s, b)];
-      part_[e] = b;
-      for (int i = 0; i < sets_.k(); ++i) {
-        const int f = members[i];
-        if (part_[f] >= 0) AddContribution(s, f, part_[f], 1);
-      }
-      part_[e] = a;
+      AddContribution(s, e, b, 1);
     }
     part_[e] = b;
     weight_[a] -= opt_.weight[e];
     weight_[b] += opt_.weight[e];
     --size_[a];
     ++size_[b];
+    if (opt_.check_gains) CheckGains();
+  }
+
+  void CheckGains() {
+    const std::vector<double> kept = gain_;
+    ComputeGains();
+    for (size_t i = 0; i < kept.size(); ++i) CHECK(std::abs(kept[i] - gain_[i]) < 1e-6);
   }
 
   // The best experts of part a by gain towards b.

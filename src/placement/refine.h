@@ -27,7 +27,9 @@ struct RefineOptions {
   int max_part_size = 1 << 30;
   // Swaps are tried among the this many best-gaining experts of each part, per pair of parts.
   int swap_candidates = 16;
-  int max_passes = 200;
+  int max_passes = 8;
+  // Tests: CHECK the incrementally kept gains against a recount after every move.
+  bool check_gains = false;
 };
 
 struct RefineResult {

@@ -114,7 +114,16 @@ std::string EvaluationJson(const Evaluation& evaluation, const std::string& labe
 std::string FormatGraceReport(const GraceLayerReport& report) {
   std::string out = Format("layer %d: machines", report.layer_id);
   for (int size : report.machine_sizes) out += Format(" %d", size);
-  out += Format(" experts, machine-level U %.3f\n", report.machine_affinity_share);
+  if (report.cross_before_copies > 0) {
+    // Min-cut grouping.
+    out += Format(
+        " experts; (token, machine) connectivity %.0f -> %.0f by local search; %d copies: "
+        "expected copies sent across machines %.0f -> %.0f\n",
+        report.node_connectivity_before, report.node_connectivity_after, report.traffic_copies,
+        report.cross_before_copies, report.cross_after_copies);
+  } else {
+    out += Format(" experts, machine-level U %.3f\n", report.machine_affinity_share);
+  }
   if (!report.machine_curve.curve.empty()) {
     out += "  machines: r, delta, U(r), S(r)\n";
     for (size_t i = 0; i < report.machine_curve.curve.size(); ++i) {
