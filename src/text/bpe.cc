@@ -47,8 +47,13 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const nlohmann::json& j,
     return TypeError(where + ".vocab", "an object", j.value("vocab", nlohmann::json()));
   m->vocab_.reserve(vocab->size());
   for (auto it = vocab->begin(); it != vocab->end(); ++it) {
-    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > INT32_MAX) {
-      return TypeError(where + ".vocab[\"" + it.key() + "\"]", "a non-negative integer id", *it);
+    auto at = [&] { return where + ".vocab[\"" + it.key() + "\"]"; };
+    if (!it->is_number_integer() || it->get<int64_t>() < 0) {
+      return TypeError(at(), "a non-negative integer id", *it);
+    }
+    if (it->get<int64_t>() >= kMaxVocabSize) {
+      return Status::InvalidArgument(at() + ": id " + std::to_string(it->get<int64_t>()) +
+                                     " is not below " + std::to_string(kMaxVocabSize));
     }
     const int32_t id = it->get<int32_t>();
     m->vocab_.emplace(it.key(), id);

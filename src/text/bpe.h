@@ -27,6 +27,11 @@ struct StringHash {
 };
 using TokenMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
+// Token ids (vocab and added tokens) are below this. The tokenizer keeps dense tables of
+// max id + 1 entries, so without a bound one stray id in tokenizer.json would cost gigabytes at
+// load; 2^22 is 16 times the largest vocabularies in use (~262k).
+inline constexpr int64_t kMaxVocabSize = int64_t{1} << 22;
+
 class BpeModel {
  public:
   // `where` names the model in errors ("tokenizer.json: model").

@@ -104,8 +104,11 @@ Status Tokenizer::ParseAddedTokens(const nlohmann::json& j, const std::string& w
     if (!e.is_object()) return TypeError(at, "an object", e);
     AddedToken a;
     ASSIGN_OR_RETURN(int64_t id, GetInt(e, "id", at, -1));
-    if (id < 0 || id > INT32_MAX)
-      return Status::InvalidArgument(at + ".id: expected a non-negative integer id");
+    if (id < 0) return Status::InvalidArgument(at + ".id: expected a non-negative integer id");
+    if (id >= kMaxVocabSize) {
+      return Status::InvalidArgument(at + ".id: id " + std::to_string(id) + " is not below " +
+                                     std::to_string(kMaxVocabSize));
+    }
     a.id = static_cast<int32_t>(id);
     ASSIGN_OR_RETURN(a.content, GetString(e, "content", at));
     if (a.content.empty())

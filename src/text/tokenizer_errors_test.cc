@@ -74,6 +74,15 @@ TEST_F(TokenizerErrorsTest, WrongTypes) {
             Path("tokenizer_config.json") + ": eos_token: \"</s>\" is not in the vocabulary");
 }
 
+// Found with fuzz/tokenizer_fuzz: one huge id made loading allocate a table of 2^31 tokens.
+TEST_F(TokenizerErrorsTest, IdsBeyondTheVocabularyBound) {
+  EXPECT_EQ(LoadError(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 2147483647}}})"),
+            Path("tokenizer.json") + ": model.vocab[\"b\"]: id 2147483647 is not below 4194304");
+  EXPECT_EQ(LoadError(R"({"model": {"type": "BPE", "vocab": {"a": 0}},
+                          "added_tokens": [{"id": 1999999999, "content": "<s>"}]})"),
+            Path("tokenizer.json") + ": added_tokens[0].id: id 1999999999 is not below 4194304");
+}
+
 TEST_F(TokenizerErrorsTest, UnsupportedComponents) {
   EXPECT_EQ(LoadError(R"({"model": {"type": "BPE", "vocab": {"a": 0}},
                           "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Digits"}, {"type": "ByteLevel"}, {"type": "Foo"}]}})"),
