@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "base/output_file.h"
+#include "placement/json_int.h"
 
 namespace epserve::placement {
 namespace {
@@ -81,21 +82,36 @@ StatusOr<Placement> PlacementFromJson(const std::string& text, const std::string
     StatusOr<RoutingPolicy> routing = ParseRoutingPolicy(doc.value("routing", std::string("topo")));
     if (!routing.ok()) return routing.status().WithContext(source);
     p.routing = *routing;
+    const std::string at = source + ": ";
     const Json& topo = doc.at("topology");
-    p.topology.num_nodes = topo.at("num_nodes").get<int>();
-    p.topology.ranks_per_node = topo.at("ranks_per_node").get<int>();
+    ASSIGN_OR_RETURN(p.topology.num_nodes,
+                     JsonInt(topo.at("num_nodes"), at + "topology.num_nodes"));
+    ASSIGN_OR_RETURN(p.topology.ranks_per_node,
+                     JsonInt(topo.at("ranks_per_node"), at + "topology.ranks_per_node"));
     const Json& model = doc.at("model");
     p.model.name = model.value("name", std::string());
-    p.model.num_experts = model.at("num_experts").get<int>();
-    p.model.top_k = model.at("top_k").get<int>();
-    p.model.hidden_size = model.value("hidden_size", 0);
-    p.model.moe_intermediate_size = model.value("moe_intermediate_size", 0);
-    p.model.num_hidden_layers = model.value("num_hidden_layers", 0);
-    p.model.num_expert_groups = model.value("num_expert_groups", 1);
+    ASSIGN_OR_RETURN(p.model.num_experts,
+                     JsonInt(model.at("num_experts"), at + "model.num_experts"));
+    ASSIGN_OR_RETURN(p.model.top_k, JsonInt(model.at("top_k"), at + "model.top_k"));
+    ASSIGN_OR_RETURN(p.model.hidden_size, JsonIntOr(model, "hidden_size", 0, at + "model."));
+    ASSIGN_OR_RETURN(p.model.moe_intermediate_size,
+                     JsonIntOr(model, "moe_intermediate_size", 0, at + "model."));
+    ASSIGN_OR_RETURN(p.model.num_hidden_layers,
+                     JsonIntOr(model, "num_hidden_layers", 0, at + "model."));
+    ASSIGN_OR_RETURN(p.model.num_expert_groups,
+                     JsonIntOr(model, "num_expert_groups", 1, at + "model."));
+    size_t layer_idx = 0;
     for (const Json& l : doc.at("layers")) {
+      const std::string where = at + "layers[" + std::to_string(layer_idx++) + "]";
       LayerPlacement layer;
-      layer.layer_id = l.at("layer").get<int>();
-      layer.slots = l.at("ranks").get<std::vector<std::vector<int>>>();
+      ASSIGN_OR_RETURN(layer.layer_id, JsonInt(l.at("layer"), where + ".layer"));
+      const Json& ranks = l.at("ranks");
+      if (!ranks.is_array()) return Status::DataLoss(where + ".ranks: expected an array");
+      for (size_t r = 0; r < ranks.size(); ++r) {
+        ASSIGN_OR_RETURN(std::vector<int> slots,
+                         JsonIntArray(ranks[r], where + ".ranks[" + std::to_string(r) + "]"));
+        layer.slots.push_back(std::move(slots));
+      }
       for (const Json& expert_copies : l.at("copies")) {
         std::vector<ExpertCopy> copies;
         for (const Json& c : expert_copies) {
@@ -103,7 +119,8 @@ StatusOr<Placement> PlacementFromJson(const std::string& text, const std::string
             return Status::DataLoss(source + ": layer " + std::to_string(layer.layer_id) +
                                     ": a copy must be [rank, weight]");
           }
-          copies.push_back(ExpertCopy{.rank = c[0].get<int>(), .weight = c[1].get<double>()});
+          ASSIGN_OR_RETURN(int rank, JsonInt(c[0], where + ".copies: a copy's rank"));
+          copies.push_back(ExpertCopy{.rank = rank, .weight = c[1].get<double>()});
         }
         layer.copies.push_back(std::move(copies));
       }

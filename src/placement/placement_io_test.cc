@@ -95,6 +95,14 @@ TEST(PlacementIoTest, RejectsBrokenFilesNamingThem) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("which does not hold it"), std::string::npos)
       << r.status().message();
+  // Found with fuzz/placement_fuzz: a float where an int belongs (get<int>() of 1e50 is
+  // undefined behaviour).
+  nlohmann::json floats = nlohmann::json::parse(good);
+  floats["layers"][0]["ranks"][1][0] = 1e50;
+  StatusOr<Placement> float_rank = load_text(floats.dump());
+  ASSERT_FALSE(float_rank.ok());
+  EXPECT_EQ(float_rank.status().message(),
+            path + ": layers[0].ranks[1][0]: expected an integer in int's range, got 1e+50");
   EXPECT_FALSE(LoadPlacement(TempFile("missing.json")).ok());
 }
 

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "placement/json_int.h"
+
 namespace epserve::placement {
 namespace {
 
@@ -47,13 +49,14 @@ bool ReadLine(std::FILE* f, std::string* line) {
 StatusOr<ModelShape> ParseModel(const Json& model) {
   ModelShape shape;
   try {
+    const std::string at = "bad \"model\" object: ";
     shape.name = model.value("name", std::string());
-    shape.num_experts = model.at("num_experts").get<int>();
-    shape.top_k = model.at("top_k").get<int>();
-    shape.hidden_size = model.value("hidden_size", 0);
-    shape.moe_intermediate_size = model.value("moe_intermediate_size", 0);
-    shape.num_hidden_layers = model.value("num_hidden_layers", 0);
-    shape.num_expert_groups = model.value("num_expert_groups", 1);
+    ASSIGN_OR_RETURN(shape.num_experts, JsonInt(model.at("num_experts"), at + "num_experts"));
+    ASSIGN_OR_RETURN(shape.top_k, JsonInt(model.at("top_k"), at + "top_k"));
+    ASSIGN_OR_RETURN(shape.hidden_size, JsonIntOr(model, "hidden_size", 0, at));
+    ASSIGN_OR_RETURN(shape.moe_intermediate_size, JsonIntOr(model, "moe_intermediate_size", 0, at));
+    ASSIGN_OR_RETURN(shape.num_hidden_layers, JsonIntOr(model, "num_hidden_layers", 0, at));
+    ASSIGN_OR_RETURN(shape.num_expert_groups, JsonIntOr(model, "num_expert_groups", 1, at));
   } catch (const Json::exception& e) {
     return Status::DataLoss(std::string("bad \"model\" object: ") + e.what());
   }
@@ -136,7 +139,7 @@ StatusOr<Trace> ReadTrace(const std::string& path) {
   std::vector<int> layer_ids;
   bool has_weights = false;
   try {
-    layer_ids = header["layer_ids"].get<std::vector<int>>();
+    ASSIGN_OR_RETURN(layer_ids, JsonIntArray(header["layer_ids"], path + ":2: layer_ids"));
     has_weights = header.value("has_weights", false);
   } catch (const Json::exception& e) {
     return Status::DataLoss(path + ":2: " + e.what());
