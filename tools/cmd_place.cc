@@ -142,8 +142,8 @@ void AddStrategyOptions(CLI::App* cmd, StrategyFlags* f) {
       ->capture_default_str();
   cmd->add_flag("--as-placed", f->as_placed,
                 "grace: write what the grouping placed; without it each layer gets the "
-                "candidate (grace with either grouping, with and without copies, eplb with the "
-                "same copies, contiguous) with the lowest modeled time on the profile");
+                "candidate (grace, the min-cut machines without copies, eplb with the same copies, "
+                "contiguous) with the lowest modeled time on the profile");
   cmd->add_option("--seed", f->seed, "seed of the k-means starts")->capture_default_str();
   cmd->add_option("--threads", f->threads, "layers worked on in parallel")
       ->check(IntRange(1, 1024))

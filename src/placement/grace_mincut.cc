@@ -76,8 +76,8 @@ StatusOr<std::vector<int>> Split(const LayerProfile& profile, const TokenSets& s
     ASSIGN_OR_RETURN(MinCutResult cut,
                      MinCutPartition(SubAffinity(profile.affinity, n, members), nm,
                                      MinCutOptions{.num_parts = parts,
-                                                   .constraints = {w, ones},
-                                                   .imbalance = {1 + imbalance, 1 + size_slack},
+                                                   .constraints = {w},
+                                                   .imbalance = {1 + imbalance},
                                                    .num_tries = 1,
                                                    .seed = so.seed + 1000 * t}));
     for (int i = 0; i < nm; ++i) part[members[i]] = cut.part[i];
@@ -95,6 +95,71 @@ StatusOr<std::vector<int>> Split(const LayerProfile& profile, const TokenSets& s
   }
   part = std::move(best);
   return part;
+}
+
+// Steps 4-5 for a machine assignment `home` and copies on other machines.
+StatusOr<LayerPlacement> BuildRanks(const LayerProfile& profile, const TokenSets& sets,
+                                    const Topology& topology, const GraceOptions& options,
+                                    const std::vector<int>& home,
+                                    const std::vector<TrafficCopy>& copies,
+                                    RebalanceReport* rebalance) {
+  const int n = profile.num_experts;
+  const int num_nodes = topology.num_nodes;
+  const int per_node = topology.ranks_per_node;
+  // 4) Ranks of each machine: the experts it serves, weighted by the load routed to them.
+  // has[e][m]: machine m serves e (home or copy).
+  std::vector<std::vector<char>> has(n, std::vector<char>(num_nodes, 0));
+  for (int e = 0; e < n; ++e) has[e][home[e]] = 1;
+  for (const TrafficCopy& c : copies) has[c.expert][c.node] = 1;
+  LayerPlacement layer;
+  layer.layer_id = profile.layer_id;
+  layer.slots.assign(topology.num_ranks(), {});
+  layer.copies.assign(n, {});
+  std::vector<int> rank_of_home(n, -1);
+  std::vector<std::pair<int, int>> replica_ranks;  // (expert, rank)
+  for (int m = 0; m < num_nodes; ++m) {
+    std::vector<int> members;
+    std::vector<double> served(n, 0.0);
+    for (int e = 0; e < n; ++e) {
+      if (!has[e][m]) continue;
+      members.push_back(e);
+      int sources = 1;  // its own machine
+      if (home[e] == m) {
+        for (int o = 0; o < num_nodes; ++o) sources += o != m && !has[e][o];
+      }
+      served[e] = profile.load[e] * sources / num_nodes;
+    }
+    RefineResult rank_refine;
+    ASSIGN_OR_RETURN(std::vector<int> local,
+                     Split(profile, sets, members, served,
+                           SplitOptions{.parts = per_node,
+                                        .imbalance = options.rank_imbalance,
+                                        .size_slack = options.size_slack,
+                                        .seed = options.seed + 1 + m,
+                                        .num_starts = 1,
+                                        .max_passes = options.rank_refine_passes},
+                           &rank_refine));
+    for (int e : members) {
+      const int rank = m * per_node + local[e];
+      layer.slots[rank].push_back(e);
+      if (home[e] == m) {
+        rank_of_home[e] = rank;
+      } else {
+        replica_ranks.emplace_back(e, rank);
+      }
+    }
+  }
+  for (int e = 0; e < n; ++e) layer.copies[e].push_back(ExpertCopy{.rank = rank_of_home[e]});
+  for (const auto& [e, rank] : replica_ranks) {
+    layer.copies[e].push_back(ExpertCopy{.rank = rank, .weight = options.replica_weight});
+  }
+  for (auto& slots : layer.slots) std::sort(slots.begin(), slots.end());
+
+  // 5) Even the ranks of each machine out.
+  if (options.rank_rebalance) {
+    *rebalance = RebalanceRanks(&layer, profile.load, topology, options.routing);
+  }
+  return layer;
 }
 
 }  // namespace
@@ -145,58 +210,12 @@ StatusOr<GraceLayerResult> PlaceGraceMinCutLayer(const LayerProfile& profile, co
   report.cross_after_copies = copies.cross_after;
   report.traffic_copies = static_cast<int>(copies.copies.size());
 
-  // 4) Ranks of each machine: the experts it serves, weighted by the load routed to them.
-  // has[e][m]: machine m serves e (home or copy).
-  std::vector<std::vector<char>> has(n, std::vector<char>(num_nodes, 0));
-  for (int e = 0; e < n; ++e) has[e][home[e]] = 1;
-  for (const TrafficCopy& c : copies.copies) has[c.expert][c.node] = 1;
-  LayerPlacement& layer = result.layer;
-  layer.layer_id = profile.layer_id;
-  layer.slots.assign(topology.num_ranks(), {});
-  layer.copies.assign(n, {});
-  std::vector<int> rank_of_home(n, -1);
-  std::vector<std::pair<int, int>> replica_ranks;  // (expert, rank)
-  for (int m = 0; m < num_nodes; ++m) {
-    std::vector<int> members;
-    std::vector<double> served(n, 0.0);
-    for (int e = 0; e < n; ++e) {
-      if (!has[e][m]) continue;
-      members.push_back(e);
-      int sources = 1;  // its own machine
-      if (home[e] == m) {
-        for (int o = 0; o < num_nodes; ++o) sources += o != m && !has[e][o];
-      }
-      served[e] = profile.load[e] * sources / num_nodes;
-    }
-    RefineResult rank_refine;
-    ASSIGN_OR_RETURN(std::vector<int> local,
-                     Split(profile, sets, members, served,
-                           SplitOptions{.parts = per_node,
-                                        .imbalance = options.rank_imbalance,
-                                        .size_slack = options.size_slack,
-                                        .seed = options.seed + 1 + m,
-                                        .num_starts = 1,
-                                        .max_passes = options.rank_refine_passes},
-                           &rank_refine));
-    for (int e : members) {
-      const int rank = m * per_node + local[e];
-      layer.slots[rank].push_back(e);
-      if (home[e] == m) {
-        rank_of_home[e] = rank;
-      } else {
-        replica_ranks.emplace_back(e, rank);
-      }
-    }
-  }
-  for (int e = 0; e < n; ++e) layer.copies[e].push_back(ExpertCopy{.rank = rank_of_home[e]});
-  for (const auto& [e, rank] : replica_ranks) {
-    layer.copies[e].push_back(ExpertCopy{.rank = rank, .weight = options.replica_weight});
-  }
-  for (auto& slots : layer.slots) std::sort(slots.begin(), slots.end());
-
-  // 5) Even the ranks of each machine out.
-  if (options.rank_rebalance) {
-    report.rebalance = RebalanceRanks(&layer, profile.load, topology, options.routing);
+  ASSIGN_OR_RETURN(result.layer, BuildRanks(profile, sets, topology, options, home, copies.copies,
+                                            &report.rebalance));
+  if (options.also_without_copies) {
+    RebalanceReport unused;
+    ASSIGN_OR_RETURN(result.without_copies,
+                     BuildRanks(profile, sets, topology, options, home, {}, &unused));
   }
   return result;
 }

@@ -92,6 +92,7 @@ StatusOr<PlaceResult> PlaceAsIs(const Trace& profile, const PlaceOptions& option
   p.layers.resize(num_layers);
   result.expert_load.resize(num_layers);
   if (options.strategy == Strategy::kGrace) result.grace_reports.resize(num_layers);
+  if (options.grace.also_without_copies) result.without_copies.resize(num_layers);
   if (options.strategy == Strategy::kEplb) {
     RETURN_IF_ERROR(ResolveEplb(options.topology, profile.shape(), options.eplb).status());
   }
@@ -126,6 +127,7 @@ StatusOr<PlaceResult> PlaceAsIs(const Trace& profile, const PlaceOptions& option
         }
         p.layers[l] = std::move(r.layer);
         result.grace_reports[l] = std::move(r.report);
+        if (grace.also_without_copies) result.without_copies[l] = std::move(r.without_copies);
         return Status::Ok();
       }
     }
@@ -164,22 +166,13 @@ StatusOr<PlaceResult> Place(const Trace& profile, const PlaceOptions& options) {
   if (options.strategy != Strategy::kGrace || options.selection == Selection::kAsPlaced) {
     return PlaceAsIs(profile, options);
   }
-  ASSIGN_OR_RETURN(PlaceResult result, PlaceAsIs(profile, options));
-  Placement& chosen = result.placement;
   const bool mincut = options.grace.grouping == Grouping::kMinCut;
+  PlaceOptions primary = options;
+  primary.grace.also_without_copies = mincut && options.grace.replication;
+  ASSIGN_OR_RETURN(PlaceResult result, PlaceAsIs(profile, primary));
+  Placement& chosen = result.placement;
   // The rivals, each placed as-is with the same routing; eplb with grace's copies per layer.
   std::vector<std::pair<std::string, PlaceOptions>> rivals;
-  PlaceOptions other = options;
-  other.progress = nullptr;
-  other.grace.grouping = mincut ? Grouping::kSpectral : Grouping::kMinCut;
-  rivals.emplace_back(mincut ? "grace+spectral" : "grace+metis", other);
-  if (options.grace.replication) {
-    // Copies cost expert work on their ranks; where they save less traffic than that, none.
-    PlaceOptions norep = options;
-    norep.progress = nullptr;
-    norep.grace.replication = false;
-    rivals.emplace_back(mincut ? "grace+metis+norep" : "grace+spectral+norep", norep);
-  }
   PlaceOptions eplb = options;
   eplb.progress = nullptr;
   eplb.strategy = Strategy::kEplb;
@@ -199,6 +192,13 @@ StatusOr<PlaceResult> Place(const Trace& profile, const PlaceOptions& options) {
   candidates.push_back(chosen);
   ChoiceReport& report = result.choice;
   report.candidates.push_back(mincut ? "grace+metis" : "grace+spectral");
+  if (!result.without_copies.empty()) {
+    // Copies cost expert work on their ranks; where they save less traffic than that, none.
+    candidates.push_back(chosen);
+    candidates.back().layers = std::move(result.without_copies);
+    result.without_copies.clear();
+    report.candidates.push_back("grace+metis+norep");
+  }
   for (auto& [name, rival_options] : rivals) {
     ASSIGN_OR_RETURN(PlaceResult rival, PlaceAsIs(profile, rival_options));
     candidates.push_back(std::move(rival.placement));
