@@ -46,9 +46,11 @@ struct GraceOptions {
   // Min-cut grouping: passes of the connectivity search over the ranks of a machine (it only
   // shapes NVLink traffic there, and costs ranks_per_node times more per move); 0: METIS alone.
   int rank_refine_passes = 0;
-  // Min-cut grouping: also build the layer with the same machines and no copies (a candidate
-  // of the selection in place.h, without grouping twice).
-  bool also_without_copies = false;
+  // Min-cut grouping: also build the layer with the same machines and only the first
+  // i * copies / copy_variants of its copies (in the order chosen), i = 0 .. copy_variants - 1:
+  // candidates of the selection in place.h, without grouping again. Copies cost a weight read
+  // each on their rank, so the model may prefer fewer.
+  int copy_variants = 0;
   MachineGrouping machine_grouping = MachineGrouping::kNonUniform;
   // Ratios r tried for the controlled grouping of each machine's experts over its ranks.
   std::vector<double> r_grid = {0.0,  0.05, 0.1,  0.15, 0.2,  0.25, 0.3,  0.35, 0.4,  0.45, 0.5,
@@ -166,8 +168,8 @@ struct GraceLayerReport {
 struct GraceLayerResult {
   LayerPlacement layer;
   GraceLayerReport report;
-  // Min-cut grouping with GraceOptions::also_without_copies: the same machines, no copies.
-  LayerPlacement without_copies;
+  // Min-cut grouping with GraceOptions::copy_variants: the same machines with fewer copies.
+  std::vector<LayerPlacement> fewer_copies;
 };
 
 StatusOr<GraceLayerResult> PlaceGraceLayer(const LayerProfile& profile, const Topology& topology,

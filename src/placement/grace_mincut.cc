@@ -212,10 +212,13 @@ StatusOr<GraceLayerResult> PlaceGraceMinCutLayer(const LayerProfile& profile, co
 
   ASSIGN_OR_RETURN(result.layer, BuildRanks(profile, sets, topology, options, home, copies.copies,
                                             &report.rebalance));
-  if (options.also_without_copies) {
+  for (int i = 0; i < options.copy_variants; ++i) {
+    const size_t keep = copies.copies.size() * i / options.copy_variants;
+    const std::vector<TrafficCopy> prefix(copies.copies.begin(), copies.copies.begin() + keep);
     RebalanceReport unused;
-    ASSIGN_OR_RETURN(result.without_copies,
-                     BuildRanks(profile, sets, topology, options, home, {}, &unused));
+    ASSIGN_OR_RETURN(LayerPlacement fewer,
+                     BuildRanks(profile, sets, topology, options, home, prefix, &unused));
+    result.fewer_copies.push_back(std::move(fewer));
   }
   return result;
 }

@@ -92,7 +92,7 @@ StatusOr<PlaceResult> PlaceAsIs(const Trace& profile, const PlaceOptions& option
   p.layers.resize(num_layers);
   result.expert_load.resize(num_layers);
   if (options.strategy == Strategy::kGrace) result.grace_reports.resize(num_layers);
-  if (options.grace.also_without_copies) result.without_copies.resize(num_layers);
+  result.fewer_copies.assign(options.grace.copy_variants, std::vector<LayerPlacement>(num_layers));
   if (options.strategy == Strategy::kEplb) {
     RETURN_IF_ERROR(ResolveEplb(options.topology, profile.shape(), options.eplb).status());
   }
@@ -127,7 +127,9 @@ StatusOr<PlaceResult> PlaceAsIs(const Trace& profile, const PlaceOptions& option
         }
         p.layers[l] = std::move(r.layer);
         result.grace_reports[l] = std::move(r.report);
-        if (grace.also_without_copies) result.without_copies[l] = std::move(r.without_copies);
+        for (size_t i = 0; i < r.fewer_copies.size(); ++i) {
+          result.fewer_copies[i][l] = std::move(r.fewer_copies[i]);
+        }
         return Status::Ok();
       }
     }
@@ -168,7 +170,7 @@ StatusOr<PlaceResult> Place(const Trace& profile, const PlaceOptions& options) {
   }
   const bool mincut = options.grace.grouping == Grouping::kMinCut;
   PlaceOptions primary = options;
-  primary.grace.also_without_copies = mincut && options.grace.replication;
+  primary.grace.copy_variants = mincut && options.grace.replication ? 2 : 0;
   ASSIGN_OR_RETURN(PlaceResult result, PlaceAsIs(profile, primary));
   Placement& chosen = result.placement;
   // The rivals, each placed as-is with the same routing; eplb with grace's copies per layer.
@@ -192,13 +194,15 @@ StatusOr<PlaceResult> Place(const Trace& profile, const PlaceOptions& options) {
   candidates.push_back(chosen);
   ChoiceReport& report = result.choice;
   report.candidates.push_back(mincut ? "grace+metis" : "grace+spectral");
-  if (!result.without_copies.empty()) {
-    // Copies cost expert work on their ranks; where they save less traffic than that, none.
+  for (size_t i = 0; i < result.fewer_copies.size(); ++i) {
+    // Copies cost expert work on their ranks; where they save less traffic than that, fewer.
     candidates.push_back(chosen);
-    candidates.back().layers = std::move(result.without_copies);
-    result.without_copies.clear();
-    report.candidates.push_back("grace+metis+norep");
+    candidates.back().layers = std::move(result.fewer_copies[i]);
+    report.candidates.push_back(i == 0 ? "grace+metis+norep"
+                                       : "grace+metis+" + std::to_string(i) + "/" +
+                                             std::to_string(result.fewer_copies.size()) + "copies");
   }
+  result.fewer_copies.clear();
   for (auto& [name, rival_options] : rivals) {
     ASSIGN_OR_RETURN(PlaceResult rival, PlaceAsIs(profile, rival_options));
     candidates.push_back(std::move(rival.placement));

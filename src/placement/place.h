@@ -22,9 +22,9 @@ StatusOr<Strategy> ParseStrategy(std::string_view name);
 
 // Whether grace writes what it placed or, layer by layer, the candidate the profile says is
 // fastest (modeled layer time, evaluate.h): grace as placed, the min-cut grouping's machines
-// without copies, EPLB with grace's copies and routing, and contiguous. So no layer is ever
-// slower on the profile than contiguous. (The spectral grouping is not a candidate: on the
-// V2-Lite traces it won 1 of 78 layers, and it doubles the time to place 256 experts.)
+// with none and half of its copies, EPLB with grace's copies and routing, and contiguous. So no
+// layer is ever slower on the profile than contiguous. (The spectral grouping is not a candidate:
+// on the V2-Lite traces it won 1 of 78 layers, and it doubles the time to place 256 experts.)
 enum class Selection { kAsPlaced, kBestOnProfile };
 
 // What the selection saw: the candidates' modeled times per layer on the profile.
@@ -64,8 +64,8 @@ struct PlaceResult {
   std::vector<GraceLayerReport> grace_reports;   // one per layer for grace, else empty
   std::vector<std::vector<double>> expert_load;  // [layer][expert] profiled loads
   ChoiceReport choice;                           // grace with Selection::kBestOnProfile
-  // grace with GraceOptions::also_without_copies: per layer, the same machines without copies.
-  std::vector<LayerPlacement> without_copies;
+  // grace with GraceOptions::copy_variants: [variant][layer], the same machines, fewer copies.
+  std::vector<std::vector<LayerPlacement>> fewer_copies;
 };
 
 // Rank r holds experts [r * n / R, (r + 1) * n / R) (the first n % R ranks one more).
