@@ -66,6 +66,7 @@ for t in "${targets[@]}"; do
   done_line=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -n 1 || true)
   last_line=$(grep -E '^#[0-9]+[[:space:]]' "$log" | tail -n 1 || true)
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+  ran=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log" | tail -n 1)
   cov=$(grep -o 'cov: [0-9]*' <<<"${done_line:-$last_line}" | tail -n 1 | cut -d' ' -f2)
   ft=$(grep -o 'ft: [0-9]*' <<<"${done_line:-$last_line}" | tail -n 1 | cut -d' ' -f2)
   corp=$(grep -o 'corp: [0-9]*/[0-9]*[a-zA-Z]*' <<<"${done_line:-$last_line}" | tail -n 1 | cut -d' ' -f2)
@@ -75,7 +76,7 @@ for t in "${targets[@]}"; do
     outcome="FINDING (exit $status): $(grep -m1 -E 'ERROR: |runtime error|==[0-9]+==|Test unit written' "$log" || true)"
     failed+=("$t")
   fi
-  line=$(printf '%-15s %6s s  execs %-10s cov %-6s ft %-6s corpus %-10s %s' "$t" "$seconds" \
+  line=$(printf '%-15s %6s s  execs %-10s cov %-6s ft %-6s corpus %-10s %s' "$t" "${ran:-?}" \
     "${execs:-?}" "${cov:-?}" "${ft:-?}" "${corp:-?}" "$outcome")
   echo "$line"
   summary+=("$line")
