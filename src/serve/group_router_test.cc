@@ -101,6 +101,12 @@ TEST(GroupRouter, AGroupThatStopsAnsweringIsDownWithinAHealthIntervalAndComesBac
   Fixture f(2);
   f.fakes[1]->healthy = false;
   ASSERT_TRUE(f.WaitFor(1));
+  // The router marks the group down before it aborts its streams (on the health thread), so
+  // the abort may land just after num_up() drops.
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (f.fakes[1]->aborts == 0 && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   EXPECT_EQ(f.fakes[1]->aborts, 1);
   for (int i = 0; i < 4; ++i) {
     auto r = f.router->Submit(Prompt(i), std::make_shared<RequestStream>());
