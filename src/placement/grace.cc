@@ -21,6 +21,13 @@ void SetInverseLoadWeights(const std::vector<double>& rank_load, LayerPlacement*
   }
 }
 
+Status CheckExpertsCoverRanks(int num_experts, const Topology& topology) {
+  if (num_experts >= topology.num_ranks()) return Status::Ok();
+  return Status::InvalidArgument("GRACE: " + std::to_string(num_experts) +
+                                 " experts cannot cover " + std::to_string(topology.num_ranks()) +
+                                 " ranks");
+}
+
 int ReplicaCount(double w_max, double w_mean, int num_ranks) {
   if (num_ranks < 2 || !(w_mean > 0)) return 0;
   const int skew = static_cast<int>(std::floor(w_max / w_mean));
@@ -197,10 +204,7 @@ StatusOr<GraceLayerResult> PlaceGraceLayer(const LayerProfile& profile, const To
   const int n = profile.num_experts;
   const int num_nodes = topology.num_nodes;
   const int per_node = topology.ranks_per_node;
-  if (n < topology.num_ranks()) {
-    return Status::InvalidArgument("GRACE: " + std::to_string(n) + " experts cannot cover " +
-                                   std::to_string(topology.num_ranks()) + " ranks");
-  }
+  RETURN_IF_ERROR(CheckExpertsCoverRanks(n, topology));
   const std::vector<double>& a = profile.affinity;
   GraceLayerResult result;
   GraceLayerReport& report = result.report;

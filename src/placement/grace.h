@@ -81,6 +81,9 @@ struct GraceOptions {
 // DeepSeek-V2-Lite's 64, about what the spectral variant's formulas give on 2 x 4).
 inline int DefaultExtraCopies(int num_experts) { return num_experts / 3; }
 
+// InvalidArgument unless every rank can hold an expert.
+Status CheckExpertsCoverRanks(int num_experts, const Topology& topology);
+
 // n_replica = min(max(1, floor(W_max / W_mean)), num_ranks - 1).
 int ReplicaCount(double w_max, double w_mean, int num_ranks);
 

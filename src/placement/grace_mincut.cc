@@ -170,10 +170,7 @@ StatusOr<GraceLayerResult> PlaceGraceMinCutLayer(const LayerProfile& profile, co
   const int n = profile.num_experts;
   const int num_nodes = topology.num_nodes;
   const int per_node = topology.ranks_per_node;
-  if (n < topology.num_ranks()) {
-    return Status::InvalidArgument("GRACE: " + std::to_string(n) + " experts cannot cover " +
-                                   std::to_string(topology.num_ranks()) + " ranks");
-  }
+  RETURN_IF_ERROR(CheckExpertsCoverRanks(n, topology));
   GraceLayerResult result;
   GraceLayerReport& report = result.report;
   report.layer_id = profile.layer_id;
