@@ -360,7 +360,8 @@ void RegisterPlaceCommand(CLI::App& app, CommandContext& ctx) {
   place->add_option("--out", pf->out, "placement file to write");
   place
       ->add_option("--redundant", pf->redundant,
-                   "eplb: extra copies per layer; grace: at most this many (0: no cap)")
+                   "eplb: extra copies per layer; grace (metis): this many per layer (0: a third "
+                   "of the experts); grace (spectral): at most this many (0: no cap)")
       ->check(AtLeast(0))
       ->capture_default_str();
   place
@@ -389,8 +390,8 @@ void RegisterPlaceCommand(CLI::App& app, CommandContext& ctx) {
                    "comma-separated variants, e.g. contiguous,eplb,grace or "
                    "eplb+global+topo,grace+norep; 'all' for every step");
   eval->add_option("--redundant", ef->redundant,
-                   "--compare: extra copies per layer for eplb and cap for grace (default: eplb "
-                   "matches grace layer by layer)")
+                   "--compare: extra copies per layer for eplb, and for grace as for place "
+                   "--redundant (default: eplb matches grace layer by layer)")
       ->check(AtLeast(0));
   eval->add_option("--routing", ef->routing, "override the placement's routing: wrr | topo")
       ->check(CLI::IsMember({"wrr", "topo"}));

@@ -44,7 +44,8 @@ void RepairSizes(const std::vector<int>& members, const std::vector<double>& wei
 }
 
 // Splits `members` (experts) into `parts` groups: METIS on their affinity balanced on
-// `weight` and count, then the connectivity search over `sets` restricted to them.
+// `weight`, parts below `min_size` topped up, then the connectivity search over `sets`
+// restricted to them, whose moves keep the sizes within `size_slack` of the mean.
 StatusOr<std::vector<int>> Split(const LayerProfile& profile, const TokenSets& sets,
                                  const std::vector<int>& members, const std::vector<double>& weight,
                                  const SplitOptions& so, RefineResult* refine) {
@@ -57,7 +58,7 @@ StatusOr<std::vector<int>> Split(const LayerProfile& profile, const TokenSets& s
     for (int e : members) part[e] = 0;
     return part;
   }
-  std::vector<double> w(nm), ones(nm, 1.0);
+  std::vector<double> w(nm);
   double total = 0;
   for (int i = 0; i < nm; ++i) {
     w[i] = weight[members[i]];
@@ -71,15 +72,15 @@ StatusOr<std::vector<int>> Split(const LayerProfile& profile, const TokenSets& s
                        so.min_size, static_cast<int>(std::floor(mean_size * (1 - size_slack)))),
                    .max_part_size = static_cast<int>(std::ceil(mean_size * (1 + size_slack)))};
   // Several METIS starts, each refined; the lowest connectivity wins.
+  const std::vector<double> affinity = SubAffinity(profile.affinity, n, members);
   std::vector<int> best;
   for (int t = 0; t < so.num_starts; ++t) {
-    ASSIGN_OR_RETURN(MinCutResult cut,
-                     MinCutPartition(SubAffinity(profile.affinity, n, members), nm,
-                                     MinCutOptions{.num_parts = parts,
-                                                   .constraints = {w},
-                                                   .imbalance = {1 + imbalance},
-                                                   .num_tries = 1,
-                                                   .seed = so.seed + 1000 * t}));
+    ASSIGN_OR_RETURN(MinCutResult cut, MinCutPartition(affinity, nm,
+                                                       MinCutOptions{.num_parts = parts,
+                                                                     .constraints = {w},
+                                                                     .imbalance = {1 + imbalance},
+                                                                     .num_tries = 1,
+                                                                     .seed = so.seed + 1000 * t}));
     for (int i = 0; i < nm; ++i) part[members[i]] = cut.part[i];
     RepairSizes(members, weight, parts, so.min_size, &part);
     RefineResult r;

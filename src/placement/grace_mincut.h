@@ -1,6 +1,6 @@
 // GRACE with min-cut grouping (`--grouping metis`), one layer: the grouping objective made
-// exact. 1) METIS splits the co-activation graph into machines (balanced on load and expert
-// count); 2) a local search (refine.h) moves and swaps experts between machines while that
+// exact. 1) METIS splits the co-activation graph into machines (balanced on load; every machine
+// gets at least one expert per rank); 2) a local search (refine.h) moves and swaps experts between machines while that
 // lowers the profiled (token, machine) connectivity; 3) copies on other machines go to the
 // experts that save the most cross-machine copies per copy (traffic_copies.h); 4) each machine's
 // experts (originals and copies) are split over its ranks the same way (METIS, then the local

@@ -77,18 +77,16 @@ StatusOr<MinCutResult> MinCutPartition(const std::vector<double>& affinity, int 
   idx_t nvtxs = n, ncon_i = static_cast<idx_t>(ncon), nparts = parts;
   std::vector<idx_t> part(n);
   double best = std::numeric_limits<double>::infinity();
-  for (int t = 0; t < (options.recursive ? 2 : 1) * options.num_tries; ++t) {
+  for (int t = 0; t < options.num_tries; ++t) {
     idx_t opts[METIS_NOPTIONS];
     METIS_SetDefaultOptions(opts);
     opts[METIS_OPTION_SEED] = static_cast<idx_t>((options.seed * 7919 + t) & 0x7fffffff);
     opts[METIS_OPTION_NUMBERING] = 0;
     opts[METIS_OPTION_UFACTOR] = 1;
     idx_t objval = 0;
-    const bool kway = !options.recursive || t % 2 == 0;
-    const int rc = (kway ? METIS_PartGraphKway : METIS_PartGraphRecursive)(
-        &nvtxs, &ncon_i, xadj.data(), adjncy.data(), vwgt.data(), nullptr,
-        adjwgt.empty() ? nullptr : adjwgt.data(), &nparts, nullptr, ubvec.data(), opts, &objval,
-        part.data());
+    const int rc = METIS_PartGraphKway(&nvtxs, &ncon_i, xadj.data(), adjncy.data(), vwgt.data(),
+                                       nullptr, adjwgt.empty() ? nullptr : adjwgt.data(), &nparts,
+                                       nullptr, ubvec.data(), opts, &objval, part.data());
     if (rc != METIS_OK) {
       return Status::Internal("METIS failed (" + std::to_string(rc) + ") partitioning " +
                               std::to_string(n) + " experts into " + std::to_string(parts));

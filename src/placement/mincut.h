@@ -19,10 +19,9 @@ struct MinCutOptions {
   std::vector<std::vector<double>> constraints;
   // Allowed max part weight over the mean, one per constraint (METIS's ubvec), each > 1.
   std::vector<double> imbalance;
-  // METIS runs this many seeds (k-way, and with `recursive` also recursive bisection, which
-  // is several times slower on dense graphs), and the lowest cut wins.
+  // METIS (k-way; recursive bisection was several times slower on dense 256-expert graphs)
+  // runs this many seeds, and the lowest cut wins.
   int num_tries = 4;
-  bool recursive = false;
   uint64_t seed = 1;
 };
 

@@ -41,7 +41,6 @@ TrafficCopiesResult PlanTrafficCopies(const TokenSets& sets, const TrafficCopies
     has[e * m_count + options.home[e]] = 1;
     result.node_load[options.home[e]] += options.load[e];
   }
-  std::vector<int> extra(m_count, 0);
   for (int c = 0; c < options.max_copies; ++c) {
     double best = 1e-9;
     int best_e = -1, best_m = -1;
@@ -49,7 +48,7 @@ TrafficCopiesResult PlanTrafficCopies(const TokenSets& sets, const TrafficCopies
       const int h = options.home[e];
       const double moved = options.load[e] / m_count;
       for (int m = 0; m < m_count; ++m) {
-        if (has[e * m_count + m] || extra[m] >= options.max_copies_per_node) continue;
+        if (has[e * m_count + m]) continue;
         if (result.node_load[m] + moved > options.max_node_load &&
             result.node_load[m] + moved >= result.node_load[h]) {
           continue;  // over the bound, unless it evens the two machines out
@@ -70,7 +69,6 @@ TrafficCopiesResult PlanTrafficCopies(const TokenSets& sets, const TrafficCopies
     const int h = options.home[best_e];
     for (int s : sets.SetsOf(best_e)) --need[s * mm + best_m * m_count + h];
     has[best_e * m_count + best_m] = 1;
-    ++extra[best_m];
     const double moved = options.load[best_e] / m_count;
     result.node_load[h] -= moved;
     result.node_load[best_m] += moved;

@@ -17,11 +17,10 @@ namespace epserve::placement {
 
 struct TrafficCopiesOptions {
   int num_nodes = 2;
-  std::vector<int> home;              // home[e]: the machine of e's primary copy
-  std::vector<double> load;           // profiled load per expert
-  int max_copies = 0;                 // budget for this layer
-  double max_node_load = 0;           // a copy may not push its machine's predicted load past this
-  int max_copies_per_node = 1 << 30;  // memory: extra slots a machine may take
+  std::vector<int> home;     // home[e]: the machine of e's primary copy
+  std::vector<double> load;  // profiled load per expert
+  int max_copies = 0;        // budget for this layer
+  double max_node_load = 0;  // a copy may not push its machine's predicted load past this
 };
 
 struct TrafficCopy {
