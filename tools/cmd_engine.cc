@@ -15,6 +15,7 @@
 #include <fstream>
 #include <thread>
 
+#include "base/guarded_thread.h"
 #include "comm/communicator.h"
 #include "rpc/engine_service.h"
 #include "runtime/engine_worker.h"
@@ -94,7 +95,7 @@ Status Serve(const EngineCmdFlags& f, EngineWorker& worker, int group, int dp,
     std::fflush(stdout);
   }
   std::atomic<bool> done{false};
-  std::thread watch([&] {
+  std::thread watch = GuardedThread("the signal watcher", [&] {
     while (!done && g_stop_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (!done) worker.RequestStop();
   });

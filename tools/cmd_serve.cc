@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/guarded_thread.h"
 #include "io/checkpoint.h"
 #include "model/config.h"
 #include "rpc/engine_client.h"
@@ -252,7 +253,9 @@ Status RunServe(const ServeFlags& f) {
     if (worker) worker->CancelAll();
     for (int g = 0; g < num_groups; ++g) router->ReportFailure(g, "the server is shutting down");
   };
-  std::thread signals(WatchSignals, std::cref(f), &server, &ctx, cancel_all, world.get(), &done);
+  std::thread signals = GuardedThread("the signal watcher", [&, w = world.get()] {
+    WatchSignals(f, &server, &ctx, cancel_all, w, &done);
+  });
   std::printf("epserve: serving %s on %s://%s:%d (%d DP group%s, policy %s)\n",
               ctx.model_name.c_str(), f.ssl_certfile.empty() ? "http" : "https", f.host.c_str(),
               port, num_groups, num_groups == 1 ? "" : "s",

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <regex>
 
+#include "base/guarded_thread.h"
+
 namespace epserve::tools {
 
 StatusOr<std::unique_ptr<EngineWorld>> EngineWorld::Start(const std::vector<std::string>& argv) {
@@ -37,7 +39,7 @@ StatusOr<std::unique_ptr<EngineWorld>> EngineWorld::Start(const std::vector<std:
   std::unique_ptr<EngineWorld> w(new EngineWorld());
   w->pid_ = pid;
   const int fd = fds[0];
-  w->reader_ = std::thread([p = w.get(), fd] { p->ReadOutput(fd); });
+  w->reader_ = GuardedThread("the engine output reader", [p = w.get(), fd] { p->ReadOutput(fd); });
   return w;
 }
 

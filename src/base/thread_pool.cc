@@ -39,7 +39,8 @@ int ThreadPool::NumChunks(size_t n, size_t grain, int num_threads) {
       std::min<size_t>(units, static_cast<size_t>(num_threads) * kChunksPerThread));
 }
 
-void ThreadPool::ChunkOf(size_t n, size_t grain, int num_threads, int c, size_t* begin, size_t* end) {
+void ThreadPool::ChunkOf(size_t n, size_t grain, int num_threads, int c, size_t* begin,
+                         size_t* end) {
   const size_t units = (n + grain - 1) / grain;
   const size_t threads = static_cast<size_t>(std::max(1, num_threads));
   const int chunks = NumChunks(n, grain, num_threads);
@@ -59,7 +60,9 @@ void ThreadPool::ChunkOf(size_t n, size_t grain, int num_threads, int c, size_t*
       ub += size;
       rest -= size;
       const size_t left_after = static_cast<size_t>(kChunksPerThread - 1 - i);
-      size = i == kChunksPerThread - 1 ? rest : std::max<size_t>(1, std::min((rest + 1) / 2, rest - left_after));
+      size = i == kChunksPerThread - 1
+                 ? rest
+                 : std::max<size_t>(1, std::min((rest + 1) / 2, rest - left_after));
     }
     ue = ub + size;
   }
@@ -111,7 +114,16 @@ bool ThreadPool::TryRun(int c, int t, uint64_t word) {
   const int chunks = Chunks(word);
   size_t b, e;
   ChunkOf(job_n_, job_grain_, num_threads_, c, &b, &e);
-  if (b < e) (*job_)(b, e, t);
+  if (b < e) {
+    try {
+      (*job_)(b, e, t);
+    } catch (...) {
+      // Kept for the caller, which rethrows it once every chunk is done; the other chunks
+      // still run (a chunk has no way to cancel its siblings, and they are short).
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_) error_ = std::current_exception();
+    }
+  }
   if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
     std::lock_guard<std::mutex> lock(mu_);
     done_cv_.notify_one();
@@ -163,6 +175,12 @@ void ThreadPool::ParallelFor(size_t n, size_t grain,
     done_cv_.wait(lock, all_done);
   }
   job_ = nullptr;
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::swap(error, error_);
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 void ThreadPool::WorkerLoop(int thread_idx) {

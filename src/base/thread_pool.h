@@ -3,12 +3,12 @@
 // and runs everything inline. Work is split statically into contiguous chunks, a few per
 // thread (each thread's share halved again and again: 1/2, 1/4, ... of it, so the chunks left
 // to take near the end are small), whose boundaries depend only on (n, grain, num_threads):
-// the same call gives the same split on every run, so kernels whose per-element work does not depend on the split are
-// bit-identical for any thread count. Thread t first runs its own contiguous run of chunks in
-// index order, so a kernel that splits a weight matrix by rows has every thread stream its own
-// share of it (and on a multi-socket machine, weights first touched through the same split
-// land on the node of the thread that streams them). A thread that finishes early takes
-// chunks nobody has started, so a worker that is slow to wake or descheduled on a busy
+// the same call gives the same split on every run, so kernels whose per-element work does not
+// depend on the split are bit-identical for any thread count. Thread t first runs its own
+// contiguous run of chunks in index order, so a kernel that splits a weight matrix by rows has
+// every thread stream its own share of it (and on a multi-socket machine, weights first touched
+// through the same split land on the node of the thread that streams them). A thread that finishes
+// early takes chunks nobody has started, so a worker that is slow to wake or descheduled on a busy
 // machine delays little. Between calls, workers spin briefly before sleeping, because decode
 // issues hundreds of short loops per step and a futex wake-up per loop would cost more than
 // the loop.
@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -41,6 +42,8 @@ class ThreadPool {
   // exactly once. Chunks are multiples of `grain` (except the last). thread_idx < num_threads()
   // is the thread running the chunk (0: the caller); a thread runs its chunks one after
   // another, so per-thread scratch indexed by thread_idx is safe. Returns when all are done.
+  // An exception thrown by fn on any thread is rethrown here, in the caller, after every chunk
+  // has finished (the first one thrown, if several are); the pool stays usable.
   void ParallelFor(size_t n, size_t grain,
                    const std::function<void(size_t begin, size_t end, int thread_idx)>& fn);
 
@@ -77,6 +80,7 @@ class ThreadPool {
   std::unique_ptr<std::atomic<uint64_t>[]> claimed_;
   std::atomic<int> done_{0};  // chunks finished in the current generation
   std::atomic<bool> stop_{false};
+  std::exception_ptr error_;  // the first exception of the current job; guarded by mu_
 };
 
 }  // namespace epserve

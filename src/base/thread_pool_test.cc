@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace epserve {
@@ -34,6 +36,35 @@ TEST(ThreadPoolTest, ReusableManyTimes) {
   EXPECT_EQ(sum.load(), 200L * 4950);
 }
 
+// An exception thrown in a chunk, on whichever thread runs it, reaches the caller of
+// ParallelFor once every chunk has run; the pool then works as before.
+TEST(ThreadPoolTest, ExceptionInAChunkReachesTheCaller) {
+  for (int threads : {1, 2, 4}) {
+    ThreadPool pool(threads);
+    for (size_t bad : {0u, 50u, 99u}) {
+      std::atomic<int> ran{0};
+      try {
+        pool.ParallelFor(100, 1, [&](size_t b, size_t e, int) {
+          for (size_t i = b; i < e; ++i) {
+            ran++;
+            if (i == bad) throw std::runtime_error("chunk " + std::to_string(i));
+          }
+        });
+        ADD_FAILURE() << "no exception, threads " << threads;
+      } catch (const std::runtime_error& e) {
+        EXPECT_EQ(std::string(e.what()), "chunk " + std::to_string(bad));
+      }
+      // Every other chunk still ran (only the rest of the throwing chunk is skipped).
+      EXPECT_GE(ran.load(), threads == 1 ? static_cast<int>(bad) + 1 : 1);
+      std::atomic<long> sum{0};
+      pool.ParallelFor(100, 1, [&](size_t b, size_t e, int) {
+        for (size_t i = b; i < e; ++i) sum += static_cast<long>(i);
+      });
+      EXPECT_EQ(sum.load(), 4950) << threads;
+    }
+  }
+}
+
 // Each thread's share is cut into chunks that halve (so what is left to steal near the end is
 // small), the shares are contiguous and in thread order, and together they tile [0, n).
 TEST(ThreadPoolTest, ChunksHalveWithinEachThreadsShare) {
@@ -45,7 +76,8 @@ TEST(ThreadPoolTest, ChunksHalveWithinEachThreadsShare) {
     for (int t = 0; t < threads; ++t) {
       const size_t share = n * (t + 1) / threads - n * t / threads;
       std::vector<size_t> sizes;
-      for (int c = t * ThreadPool::kChunksPerThread; c < (t + 1) * ThreadPool::kChunksPerThread; ++c) {
+      for (int c = t * ThreadPool::kChunksPerThread; c < (t + 1) * ThreadPool::kChunksPerThread;
+           ++c) {
         size_t b, e;
         ThreadPool::ChunkOf(n, grain, threads, c, &b, &e);
         ASSERT_EQ(b, expect_begin) << "chunk " << c;

@@ -53,6 +53,31 @@ class RpcTest : public ::testing::Test {
   std::unique_ptr<GrpcEngineGroup> client_;
 };
 
+// An exception inside a step (here injected; in life a bug or memory running out) ends the
+// request with the error, and the worker then refuses new requests with it instead of hanging
+// them; the remote client sees the same error.
+TEST_F(RpcTest, AnExceptionInAStepFailsItsRequestsAndStopsTheWorker) {
+  Engine engine(*model_, EngineOptions{.block_size = 16, .num_blocks = 32});
+  int steps = 0;
+  EngineWorker worker(engine, {.before_step = [&] {
+                        if (++steps == 3) throw std::runtime_error("injected fault");
+                      }});
+  auto stream = std::make_shared<RequestStream>();
+  ASSERT_TRUE(
+      worker.Submit({.prompt = {5, 6, 7}, .max_tokens = 10, .use_default_stop = false}, stream)
+          .ok());
+  std::vector<TokenEvent> events = Drain(*stream);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().finish, FinishReason::kError);
+  EXPECT_EQ(events.back().error, "internal error in the engine loop: injected fault");
+  EXPECT_FALSE(worker.accepting());
+  auto again = worker.Submit({.prompt = {5}, .max_tokens = 2}, std::make_shared<RequestStream>(),
+                             std::chrono::seconds(5));
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(again.status().message().find("injected fault"), std::string::npos);
+}
+
 TEST_F(RpcTest, RemoteTokensEqualLocalOnes) {
   EngineRequest r{
       .prompt = {5, 6, 7, 8, 9}, .max_tokens = 12, .use_default_stop = false, .logprobs = 2};

@@ -1,7 +1,12 @@
 #include "runtime/engine_worker.h"
 
+#include <cstdio>
 #include <future>
+#include <new>
+#include <string>
 #include <utility>
+
+#include "base/guarded_thread.h"
 
 namespace epserve {
 
@@ -32,7 +37,8 @@ struct EngineWorker::PendingSubmit {
 EngineWorker::EngineWorker(Engine& engine, EngineWorkerOptions options)
     : engine_(engine), options_(options) {
   UpdateMetrics();
-  if (!options_.lockstep.distributed()) thread_ = std::thread([this] { (void)Loop(); });
+  if (!options_.lockstep.distributed())
+    thread_ = GuardedThread("the engine loop", [this] { (void)Loop(); });
 }
 
 Status EngineWorker::Run() {
@@ -53,7 +59,8 @@ StatusOr<RequestId> EngineWorker::Submit(EngineRequest request,
     std::lock_guard<std::mutex> lock(mu_);
     if (!options_.lockstep.leader())
       return Status::Unavailable("not a DP group leader: requests go to TP rank 0");
-    if (!accepting_) return Status::Unavailable("the server is shutting down");
+    if (!accepting_)
+      return Status::Unavailable(failure_.empty() ? "the server is shutting down" : failure_);
     submits_.push_back(std::move(pending));
   }
   cv_.notify_all();
@@ -107,6 +114,37 @@ WorkerMetrics EngineWorker::Metrics() const {
 }
 
 Status EngineWorker::Loop() {
+  try {
+    return LoopSteps();
+  } catch (const std::bad_alloc&) {
+    return Abandon("internal error in the engine loop: out of memory");
+  } catch (const std::exception& e) {
+    return Abandon(std::string("internal error in the engine loop: ") + e.what());
+  } catch (...) {
+    return Abandon("internal error in the engine loop: an unknown exception");
+  }
+}
+
+Status EngineWorker::Abandon(const std::string& error) {
+  std::fprintf(stderr, "epserve: %s\n", error.c_str());
+  std::vector<std::shared_ptr<PendingSubmit>> submits;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    accepting_ = false;
+    failure_ = error;
+    submits.swap(submits_);
+  }
+  for (auto& p : submits) p->result.set_value(Status::Unavailable(error));
+  try {
+    FailAll(error);
+  } catch (...) {
+    // The engine's state is unknown after the exception; the waiters still get their error
+    // through the streams FailAll reached before it threw, and the rest time out (bounded).
+  }
+  return Status::Internal(error);
+}
+
+Status EngineWorker::LoopSteps() {
   const Lockstep& ls = options_.lockstep;
   const bool distributed = ls.distributed(), leader = ls.leader();
   bool idle = false;
@@ -152,6 +190,7 @@ Status EngineWorker::Loop() {
       continue;
     }
     idle = false;
+    if (options_.before_step) options_.before_step();
     if (Status st = RunStepPlan(ls, engine_.model(), &plan, engine_.pool().blocks(), &logits_);
         !st.ok()) {
       FailAll(st.message());

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -74,6 +75,9 @@ struct EngineWorkerOptions {
   // Distributed: how long idle ranks wait between agreements (the latency a new request can
   // add to an idle world).
   std::chrono::milliseconds idle_poll{2};
+  // Tests only: called before each step that runs a plan (fault injection: a hook that throws
+  // stands for a bug or an allocation failure inside the step).
+  std::function<void()> before_step;
 };
 
 class EngineWorker {
@@ -108,7 +112,13 @@ class EngineWorker {
 
  private:
   struct PendingSubmit;
+  // Steps until stopped. An exception out of a step (a bug, or memory running out) is caught
+  // here: every request and queued submit gets the error, the worker stops accepting (so the
+  // router marks the group down), and the error is returned (and printed, for the in-process
+  // thread, whose return value nobody reads).
   Status Loop();
+  Status LoopSteps();
+  Status Abandon(const std::string& error);
   void ApplyQueued(std::vector<std::shared_ptr<PendingSubmit>> submits,
                    std::vector<std::pair<RequestId, FinishReason>> cancels, bool cancel_all);
   void Deliver(std::vector<TokenEvent> events);
@@ -123,6 +133,7 @@ class EngineWorker {
   std::vector<std::pair<RequestId, FinishReason>> cancels_;    // guarded by mu_
   bool cancel_all_ = false, accepting_ = true, stop_ = false;  // guarded by mu_
   WorkerMetrics metrics_;                                      // guarded by mu_
+  std::string failure_;  // why the loop stopped on an internal error; guarded by mu_
   // Stepping thread only.
   std::unordered_map<RequestId, std::shared_ptr<RequestStream>> streams_;
   std::unordered_map<RequestId, FinishReason> count_as_;  // cancelled requests counted otherwise

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "base/guarded_thread.h"
+
 namespace epserve::serve {
 
 StatusOr<std::unique_ptr<GroupRouter>> GroupRouter::Create(
@@ -21,7 +23,7 @@ GroupRouter::GroupRouter(std::vector<std::unique_ptr<EngineGroup>> groups,
       up_(groups_.size(), false),
       in_flight_(groups_.size(), 0),
       loads_(groups_.size()) {
-  health_ = std::thread([this] { HealthLoop(); });
+  health_ = GuardedThread("the group health checker", [this] { HealthLoop(); });
 }
 
 GroupRouter::~GroupRouter() {

@@ -17,6 +17,8 @@
 #include <random>
 #include <thread>
 
+#include "base/guarded_thread.h"
+
 namespace epserve::serve {
 
 namespace {
@@ -467,7 +469,8 @@ StatusOr<LoadGeneratorResult> RunLoadGenerator(const LoadGeneratorOptions& o) {
     }
   };
   std::vector<std::thread> threads;
-  for (int t = 0; t < num_threads; ++t) threads.emplace_back(work);
+  for (int t = 0; t < num_threads; ++t)
+    threads.push_back(GuardedThread("a load generator client", work));
   for (std::thread& t : threads) t.join();
 
   LoadGeneratorResult r{.url = o.url,
