@@ -11,18 +11,30 @@
 
 namespace epserve {
 
-enum class StatusCode { kOk = 0, kInvalidArgument, kNotFound, kIoError, kDataLoss, kInternal, kUnavailable };
+enum class StatusCode {
+  kOk = 0,
+  kInvalidArgument,
+  kNotFound,
+  kIoError,
+  kDataLoss,
+  kInternal,
+  kUnavailable
+};
 
 class [[nodiscard]] Status {
  public:
   Status() = default;
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string msg) { return Status(StatusCode::kInvalidArgument, std::move(msg)); }
+  static Status InvalidArgument(std::string msg) {
+    return Status(StatusCode::kInvalidArgument, std::move(msg));
+  }
   static Status NotFound(std::string msg) { return Status(StatusCode::kNotFound, std::move(msg)); }
   static Status IoError(std::string msg) { return Status(StatusCode::kIoError, std::move(msg)); }
   static Status DataLoss(std::string msg) { return Status(StatusCode::kDataLoss, std::move(msg)); }
   static Status Internal(std::string msg) { return Status(StatusCode::kInternal, std::move(msg)); }
-  static Status Unavailable(std::string msg) { return Status(StatusCode::kUnavailable, std::move(msg)); }
+  static Status Unavailable(std::string msg) {
+    return Status(StatusCode::kUnavailable, std::move(msg));
+  }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
@@ -34,6 +46,12 @@ class [[nodiscard]] Status {
   Status WithContext(const std::string& prefix) const {
     if (ok()) return *this;
     return Status(code_, prefix + ": " + message_);
+  }
+  // WithContext, unless the message already starts with `prefix: ` (a rank's error that has
+  // named its rank once is not prefixed again on the way up).
+  Status WithContextOnce(const std::string& prefix) const {
+    if (ok() || message_.rfind(prefix + ": ", 0) == 0) return *this;
+    return WithContext(prefix);
   }
 
  private:
@@ -81,10 +99,10 @@ class [[nodiscard]] StatusOr {
 #define EPSERVE_CONCAT(a, b) EPSERVE_CONCAT_INNER(a, b)
 
 // Returns from the enclosing function if `expr` (a Status) is not ok.
-#define RETURN_IF_ERROR(expr)                          \
-  do {                                                 \
-    ::epserve::Status _st = (expr);                    \
-    if (!_st.ok()) return _st;                         \
+#define RETURN_IF_ERROR(expr)       \
+  do {                              \
+    ::epserve::Status _st = (expr); \
+    if (!_st.ok()) return _st;      \
   } while (0)
 
 // `ASSIGN_OR_RETURN(auto x, StatusOrExpr)`: binds the value or returns the Status.

@@ -26,5 +26,14 @@ TEST(StatusTest, PropagatesFirstError) {
   EXPECT_EQ(st.WithContext("file.json").message(), "file.json: odd: 3");
 }
 
+TEST(StatusTest, WithContextOnceDoesNotRepeatAPrefix) {
+  Status st = Status::Unavailable("rank 0: timed out");
+  EXPECT_EQ(st.WithContextOnce("rank 0").message(), "rank 0: timed out");
+  EXPECT_EQ(st.WithContextOnce("rank 1").message(), "rank 1: rank 0: timed out");
+  EXPECT_EQ(Status::Unavailable("rank 10: x").WithContextOnce("rank 1").message(),
+            "rank 1: rank 10: x");
+  EXPECT_TRUE(Status::Ok().WithContextOnce("rank 0").ok());
+}
+
 }  // namespace
 }  // namespace epserve

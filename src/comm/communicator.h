@@ -1,8 +1,10 @@
 // Communicator: what expert parallelism needs from the process group (SPEC §3–§4), with an
 // Open MPI implementation. Every collective must be called by all ranks of the communicator.
 // Waits poll with a deadline, so a dead or stuck peer becomes a Status naming the operation
-// and the timeout instead of a hang. Errors from MPI are returned, never aborted on
-// (MPI_ERRORS_RETURN). Thread safety: one thread per communicator at a time.
+// and the timeout instead of a hang; the few MPI calls that cannot be polled (start-up,
+// communicator splits, MPI_Finalize) run under a watchdog that ends the process with one line
+// naming the rank and the call when they outlast the same timeout. Errors from MPI are returned,
+// never aborted on (MPI_ERRORS_RETURN). Thread safety: one thread per communicator at a time.
 #pragma once
 
 #include <cstdint>
@@ -31,16 +33,16 @@ class Communicator {
   // Non-blocking all-to-all-v of bytes: send_counts[p] bytes from send + send_displs[p] go to
   // peer p; recv_counts[p] bytes from p land at recv + recv_displs[p]. Buffers must stay valid
   // until Wait returns.
-  virtual StatusOr<std::unique_ptr<Request>> StartAllToAllV(const uint8_t* send, const int64_t* send_counts,
-                                                            const int64_t* send_displs, uint8_t* recv,
-                                                            const int64_t* recv_counts,
-                                                            const int64_t* recv_displs) = 0;
+  virtual StatusOr<std::unique_ptr<Request>> StartAllToAllV(
+      const uint8_t* send, const int64_t* send_counts, const int64_t* send_displs, uint8_t* recv,
+      const int64_t* recv_counts, const int64_t* recv_displs) = 0;
   // `what` names the operation in a timeout error.
   virtual Status Wait(std::unique_ptr<Request> request, const char* what) = 0;
 
-  virtual Status AllReduceSum(float* data, int64_t n) = 0;            // in place
-  virtual Status AllReduceMax(int64_t* data, int64_t n) = 0;          // in place
-  virtual Status AllGather(const void* send, int64_t bytes, void* recv) = 0;  // recv: size() * bytes
+  virtual Status AllReduceSum(float* data, int64_t n) = 0;    // in place
+  virtual Status AllReduceMax(int64_t* data, int64_t n) = 0;  // in place
+  virtual Status AllGather(const void* send, int64_t bytes,
+                           void* recv) = 0;  // recv: size() * bytes
   // Gathers variable-size byte blobs to `root`; on root, *out receives size() blobs.
   virtual Status GatherBlobs(const std::string& mine, int root, std::vector<std::string>* out) = 0;
   // root's blob to every rank (sizes may differ before the call; after it, all equal root's).
@@ -51,13 +53,14 @@ class Communicator {
 };
 
 struct MpiOptions {
-  double timeout_seconds = 120.0;  // per wait; 0 = none
+  double timeout_seconds = 120.0;  // per wait, and per blocking MPI call; 0 = none (tests only)
 };
 
 // The MPI world, initialized on first use (MPI_Init_thread, funneled). Finalize on destruction.
 class MpiWorld {
  public:
-  static StatusOr<std::unique_ptr<MpiWorld>> Init(int* argc, char*** argv, const MpiOptions& options);
+  static StatusOr<std::unique_ptr<MpiWorld>> Init(int* argc, char*** argv,
+                                                  const MpiOptions& options);
   ~MpiWorld();
   Communicator& world() { return *world_; }
   // Index of this rank's machine, learned from MPI_Comm_split_type(SHARED), and the number of
@@ -72,6 +75,7 @@ class MpiWorld {
   MpiWorld() = default;
   std::unique_ptr<Communicator> world_;
   int node_index_ = 0, num_nodes_ = 1, local_ranks_ = 1;
+  double timeout_seconds_ = 0;
 };
 
 // True when this process was started by mpirun (Open MPI, or a PMI launcher).

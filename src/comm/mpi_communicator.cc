@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <string>
 #include <thread>
 
 #include "comm/communicator.h"
@@ -11,16 +15,63 @@ namespace epserve::comm {
 
 namespace {
 
+// "rank N" from the launcher's environment: usable before MPI_Init has returned.
+std::string LauncherRank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* v = std::getenv(var)) return std::string("rank ") + v;
+  return "rank ?";
+}
+
+// MPI calls with no non-blocking form (start-up, MPI_Comm_split, MPI_Finalize) cannot be polled
+// against the deadline like the others. While one runs, a watchdog thread waits for it; if it
+// outlasts the timeout the process prints one line naming the rank and the call and exits 1
+// (mpirun then ends the other ranks), so a peer that died or never started is an error, not a
+// hang. timeout <= 0: no watchdog.
+class BlockingCallDeadline {
+ public:
+  BlockingCallDeadline(double timeout, std::string what) {
+    if (!(timeout > 0)) return;
+    watchdog_ = std::thread([this, timeout, what = std::move(what)] {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cv_.wait_for(lock, std::chrono::duration<double>(timeout), [this] { return done_; }))
+        return;
+      std::fprintf(stderr,
+                   "epserve: %s: timed out after %d s in %s (a peer rank died, is stuck or never "
+                   "started)\n",
+                   LauncherRank().c_str(), static_cast<int>(timeout), what.c_str());
+      std::fflush(stderr);
+      std::_Exit(1);
+    });
+  }
+  ~BlockingCallDeadline() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (watchdog_.joinable()) watchdog_.join();
+  }
+  BlockingCallDeadline(const BlockingCallDeadline&) = delete;
+  BlockingCallDeadline& operator=(const BlockingCallDeadline&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread watchdog_;
+};
+
 Status MpiError(int code, const char* what, int rank) {
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(code, msg, &len);
-  return Status::Unavailable("rank " + std::to_string(rank) + ": " + what + " failed: " + std::string(msg, len));
+  return Status::Unavailable("rank " + std::to_string(rank) + ": " + what +
+                             " failed: " + std::string(msg, len));
 }
 
-#define MPI_RETURN_IF_ERROR(call, what)                 \
-  do {                                                  \
-    int _rc = (call);                                   \
+#define MPI_RETURN_IF_ERROR(call, what)                        \
+  do {                                                         \
+    int _rc = (call);                                          \
     if (_rc != MPI_SUCCESS) return MpiError(_rc, what, rank_); \
   } while (0)
 
@@ -45,13 +96,14 @@ class MpiCommunicator : public Communicator {
 
   Status AllToAll(const int64_t* send, int64_t* recv) override {
     MPI_Request req;
-    MPI_RETURN_IF_ERROR(MPI_Ialltoall(send, 1, MPI_INT64_T, recv, 1, MPI_INT64_T, comm_, &req), "all-to-all of counts");
+    MPI_RETURN_IF_ERROR(MPI_Ialltoall(send, 1, MPI_INT64_T, recv, 1, MPI_INT64_T, comm_, &req),
+                        "all-to-all of counts");
     return WaitReq(&req, "all-to-all of counts");
   }
 
-  StatusOr<std::unique_ptr<Request>> StartAllToAllV(const uint8_t* send, const int64_t* sc, const int64_t* sd,
-                                                    uint8_t* recv, const int64_t* rc,
-                                                    const int64_t* rd) override {
+  StatusOr<std::unique_ptr<Request>> StartAllToAllV(const uint8_t* send, const int64_t* sc,
+                                                    const int64_t* sd, uint8_t* recv,
+                                                    const int64_t* rc, const int64_t* rd) override {
     auto r = std::make_unique<MpiRequest>();
     const int64_t* src[4] = {sc, sd, rc, rd};
     for (int a = 0; a < 4; ++a) {
@@ -61,9 +113,10 @@ class MpiCommunicator : public Communicator {
         r->counts[a][p] = static_cast<int>(src[a][p]);
       }
     }
-    MPI_RETURN_IF_ERROR(MPI_Ialltoallv(send, r->counts[0].data(), r->counts[1].data(), MPI_BYTE, recv,
-                                       r->counts[2].data(), r->counts[3].data(), MPI_BYTE, comm_, &r->req),
-                        "all-to-all-v");
+    MPI_RETURN_IF_ERROR(
+        MPI_Ialltoallv(send, r->counts[0].data(), r->counts[1].data(), MPI_BYTE, recv,
+                       r->counts[2].data(), r->counts[3].data(), MPI_BYTE, comm_, &r->req),
+        "all-to-all-v");
     return std::unique_ptr<Request>(std::move(r));
   }
 
@@ -74,22 +127,24 @@ class MpiCommunicator : public Communicator {
 
   Status AllReduceSum(float* data, int64_t n) override {
     MPI_Request req;
-    MPI_RETURN_IF_ERROR(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_, &req),
-                        "all-reduce");
+    MPI_RETURN_IF_ERROR(
+        MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_, &req),
+        "all-reduce");
     return WaitReq(&req, "all-reduce");
   }
 
   Status AllReduceMax(int64_t* data, int64_t n) override {
     MPI_Request req;
-    MPI_RETURN_IF_ERROR(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_INT64_T, MPI_MAX, comm_, &req),
-                        "all-reduce");
+    MPI_RETURN_IF_ERROR(
+        MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_INT64_T, MPI_MAX, comm_, &req),
+        "all-reduce");
     return WaitReq(&req, "all-reduce");
   }
 
   Status AllGather(const void* send, int64_t bytes, void* recv) override {
     MPI_Request req;
-    MPI_RETURN_IF_ERROR(MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE,
-                                       comm_, &req),
+    MPI_RETURN_IF_ERROR(MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, recv,
+                                       static_cast<int>(bytes), MPI_BYTE, comm_, &req),
                         "all-gather");
     return WaitReq(&req, "all-gather");
   }
@@ -107,8 +162,8 @@ class MpiCommunicator : public Communicator {
     }
     std::string all(rank_ == root ? total : 0, '\0');
     MPI_Request req;
-    MPI_RETURN_IF_ERROR(MPI_Igatherv(mine.data(), static_cast<int>(len), MPI_BYTE, all.data(), counts.data(),
-                                     displs.data(), MPI_BYTE, root, comm_, &req),
+    MPI_RETURN_IF_ERROR(MPI_Igatherv(mine.data(), static_cast<int>(len), MPI_BYTE, all.data(),
+                                     counts.data(), displs.data(), MPI_BYTE, root, comm_, &req),
                         "gather");
     RETURN_IF_ERROR(WaitReq(&req, "gather"));
     if (rank_ == root) {
@@ -125,7 +180,8 @@ class MpiCommunicator : public Communicator {
     RETURN_IF_ERROR(WaitReq(&req, "broadcast"));
     if (rank_ != root) blob->assign(len, '\0');
     if (len == 0) return Status::Ok();
-    MPI_RETURN_IF_ERROR(MPI_Ibcast(blob->data(), static_cast<int>(len), MPI_BYTE, root, comm_, &req), "broadcast");
+    MPI_RETURN_IF_ERROR(
+        MPI_Ibcast(blob->data(), static_cast<int>(len), MPI_BYTE, root, comm_, &req), "broadcast");
     return WaitReq(&req, "broadcast");
   }
 
@@ -137,6 +193,7 @@ class MpiCommunicator : public Communicator {
 
   StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override {
     MPI_Comm c;
+    BlockingCallDeadline deadline(timeout_, "a communicator split (MPI_Comm_split)");
     MPI_RETURN_IF_ERROR(MPI_Comm_split(comm_, color, key, &c), "communicator split");
     return std::unique_ptr<Communicator>(new MpiCommunicator(c, timeout_));
   }
@@ -153,11 +210,12 @@ class MpiCommunicator : public Communicator {
       if (done) return Status::Ok();
       if (++spins > 64) {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
-        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const double waited =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (timeout_ > 0 && waited > timeout_) {
           return Status::Unavailable("rank " + std::to_string(rank_) + ": timed out after " +
-                                     std::to_string(static_cast<int>(timeout_)) + " s waiting for " + what +
-                                     " (a peer rank died or is stuck)");
+                                     std::to_string(static_cast<int>(timeout_)) +
+                                     " s waiting for " + what + " (a peer rank died or is stuck)");
         }
       } else {
         std::this_thread::yield();
@@ -177,17 +235,22 @@ bool LaunchedByMpi() {
          std::getenv("PMIX_RANK") != nullptr;
 }
 
-StatusOr<std::unique_ptr<MpiWorld>> MpiWorld::Init(int* argc, char*** argv, const MpiOptions& options) {
+StatusOr<std::unique_ptr<MpiWorld>> MpiWorld::Init(int* argc, char*** argv,
+                                                   const MpiOptions& options) {
+  // Start-up waits for every rank of the job (MPI_Init's exchange, the machine discovery below).
+  BlockingCallDeadline deadline(options.timeout_seconds, "MPI start-up (waiting for every rank)");
   int provided = 0;
   if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
     return Status::Unavailable("MPI_Init_thread failed");
   std::unique_ptr<MpiWorld> w(new MpiWorld());
+  w->timeout_seconds_ = options.timeout_seconds;
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   w->world_ = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, options.timeout_seconds);
   // Machines: ranks sharing memory form one node; its id is the lowest world rank on it.
   MPI_Comm shared;
   int rank = w->world_->rank();
-  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared) != MPI_SUCCESS)
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared) !=
+      MPI_SUCCESS)
     return Status::Unavailable("MPI_Comm_split_type(SHARED) failed");
   MPI_Comm_size(shared, &w->local_ranks_);
   int leader = rank;
@@ -200,7 +263,8 @@ StatusOr<std::unique_ptr<MpiWorld>> MpiWorld::Init(int* argc, char*** argv, cons
     if (std::find(distinct.begin(), distinct.end(), l) == distinct.end()) distinct.push_back(l);
   std::sort(distinct.begin(), distinct.end());
   w->num_nodes_ = static_cast<int>(distinct.size());
-  w->node_index_ = static_cast<int>(std::find(distinct.begin(), distinct.end(), leader) - distinct.begin());
+  w->node_index_ =
+      static_cast<int>(std::find(distinct.begin(), distinct.end(), leader) - distinct.begin());
   return w;
 }
 
@@ -208,7 +272,9 @@ MpiWorld::~MpiWorld() {
   world_.reset();
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  BlockingCallDeadline deadline(timeout_seconds_, "MPI shutdown (MPI_Finalize)");
+  MPI_Finalize();
 }
 
 void MpiWorld::Abort(int code) {

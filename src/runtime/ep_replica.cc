@@ -17,8 +17,8 @@ Status Agree(comm::Communicator& world, const Status& mine) {
   RETURN_IF_ERROR(world.AllGather(buf, sizeof(buf), all.data()));
   for (int r = 0; r < world.size(); ++r)
     if (all[r * sizeof(buf)] != 0)
-      return Status::Unavailable("rank " + std::to_string(r) + ": " +
-                                 std::string(&all[r * sizeof(buf)]));
+      return Status::Unavailable(std::string(&all[r * sizeof(buf)]))
+          .WithContextOnce("rank " + std::to_string(r));
   return Status::Ok();
 }
 

@@ -90,12 +90,13 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
   GenerateOptions gen{.keep_logits = o.keep_logits,
                       .on_step =
                           [&](int step) {
-                            if (me == o.kill_rank && step == o.kill_step) std::raise(SIGKILL);
+                            if (me == o.kill_rank && step == o.kill_step)
+                              std::raise(o.stop_instead ? SIGSTOP : SIGKILL);
                           },
                       .world = &world,
                       .group = rep->group_comm.get()};
   auto res = RunRequests(engine, requests, gen);
-  if (!res.ok()) return {res.status().WithContext("rank " + std::to_string(me)), false};
+  if (!res.ok()) return {res.status().WithContextOnce("rank " + std::to_string(me)), false};
 
   // Results to rank 0: one blob per DP group (its TP rank 0), empty from the others.
   std::vector<std::string> blobs;

@@ -26,24 +26,27 @@ struct EpRunOptions {
   int tp = 1;
   int ranks_per_node = 0;  // 0: machines as MPI reports them
   comm::A2aMode a2a = comm::A2aMode::kSparse;
-  std::string placement_path;  // empty: contiguous equal slices
-  int threads = 0;             // 0: cores / ranks on this machine
+  std::string placement_path;                                  // empty: contiguous equal slices
+  int threads = 0;                                             // 0: cores / ranks on this machine
   LoadOptions::Memory weights = LoadOptions::Memory::kCopied;  // where a rank's weights live
-  // Fault injection for tests: rank `kill_rank` kills itself (SIGKILL) before step `kill_step`.
+  // Fault injection for tests: rank `kill_rank` kills itself (SIGKILL) before step `kill_step`,
+  // or, with `stop_instead`, stops itself (SIGSTOP: a stuck peer, which only the other ranks'
+  // deadlines can notice).
   int kill_rank = -1, kill_step = -1;
+  bool stop_instead = false;
   // Fault injection for tests: rank `fail_load_rank` reports a load failure.
   int fail_load_rank = -1;
 };
 
-struct EpRunResult {  // filled on rank 0 only
+struct EpRunResult {                    // filled on rank 0 only
   std::vector<RequestResult> requests;  // in the order given (logits [tokens, vocab] when kept)
   int vocab = 0;
   int num_ranks = 0, tp = 1, dp = 1, num_nodes = 1;
-  std::vector<int> group_batch;         // requests per DP group
-  int64_t cache_blocks = 0, block_size = 0;  // group 0's pool
+  std::vector<int> group_batch;                    // requests per DP group
+  int64_t cache_blocks = 0, block_size = 0;        // group 0's pool
   double prefill_seconds = 0, decode_seconds = 0;  // max over ranks
   int64_t prefill_tokens = 0, decode_tokens = 0;   // all groups
-  std::string stats_table;                    // the --stats report
+  std::string stats_table;                         // the --stats report
 };
 
 EpError RunEpGenerate(comm::MpiWorld& world, const EpRunOptions& options, EpRunResult* result);

@@ -17,4 +17,7 @@ tail -5 "$WORK/out"
 if [[ $rc -eq 0 ]]; then echo "FAIL: job succeeded although rank 2 was killed"; exit 1; fi
 if [[ $rc -eq 124 || $elapsed -gt 30 ]]; then echo "FAIL: job took ${elapsed}s (limit 30s)"; exit 1; fi
 grep -qi "rank 2\|process rank 2\|\[\[.*\],2\]" "$WORK/out" || { echo "FAIL: the dead rank is not named"; exit 1; }
+if grep -Eq "rank ([0-9]+): rank \1:" "$WORK/out"; then
+  echo "FAIL: a message names its rank twice"; exit 1
+fi
 echo "ok: ended in ${elapsed}s with exit code $rc"
