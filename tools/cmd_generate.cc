@@ -52,6 +52,7 @@ struct GenerateFlags {
   bool stats = false;
   double timeout = 120.0;
   int kill_rank = -1, kill_step = -1, fail_load_rank = -1;
+  bool stop_rank = false;
 };
 
 LoadOptions::Memory WeightMemory(const GenerateFlags& f) {
@@ -202,6 +203,7 @@ Status RunDistributed(const GenerateFlags& f, const std::string& dir,
                   .weights = WeightMemory(f),
                   .kill_rank = f.kill_rank,
                   .kill_step = f.kill_step,
+                  .stop_instead = f.stop_rank,
                   .fail_load_rank = f.fail_load_rank};
   EpRunResult res;
   EpError err = RunEpGenerate(*mpi, eo, &res);
@@ -230,11 +232,14 @@ Status RunDistributed(const GenerateFlags& f, const std::string& dir,
   return Status::Ok();
 }
 
-// Refuses an output file that is also an input or another output.
+// Refuses, before any work, an output file that cannot be written or that is also an input or
+// another output.
 Status CheckOutputs(const GenerateFlags& f) {
-  const std::pair<const char*, const std::string*> outputs[] = {
-      {"--tokens-out", &f.tokens_out}, {"--logits-out", &f.logits_out}, {"--trace-out", &f.trace_out}};
+  const std::pair<const char*, const std::string*> outputs[] = {{"--tokens-out", &f.tokens_out},
+                                                                {"--logits-out", &f.logits_out},
+                                                                {"--trace-out", &f.trace_out}};
   for (const auto& [flag, path] : outputs) {
+    RETURN_IF_ERROR(CheckWritable(flag, *path));
     RETURN_IF_ERROR(CheckNotSameFile(flag, *path, "--arrivals", {f.arrivals}));
     RETURN_IF_ERROR(CheckNotSameFile(flag, *path, "--placement", {f.placement}));
   }
@@ -357,9 +362,10 @@ Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results,
     for (size_t s = 0; s < results.size(); ++s)
       std::copy(results[s].logits.begin(), results[s].logits.end(),
                 all.begin() + s * static_cast<size_t>(steps) * vocab);
-    written = Combine(std::move(written),
-                      WriteNpyF32(f.logits_out,
-                                  {static_cast<int64_t>(results.size()), steps, vocab}, all.data()));
+    written =
+        Combine(std::move(written),
+                WriteNpyF32(f.logits_out, {static_cast<int64_t>(results.size()), steps, vocab},
+                            all.data()));
   }
   if (!f.tokens_out.empty()) {
     std::vector<std::vector<int32_t>> tokens;
@@ -495,6 +501,7 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--fault-kill-rank", f->kill_rank)
       ->group("");  // tests: that rank SIGKILLs itself
   cmd->add_option("--fault-kill-step", f->kill_step)->group("");
+  cmd->add_flag("--fault-stop", f->stop_rank)->group("");  // tests: SIGSTOP instead of SIGKILL
   cmd->add_option("--fault-fail-load-rank", f->fail_load_rank)
       ->group("");  // tests: that rank fails to load
   cmd->callback([f, &ctx] {

@@ -189,6 +189,7 @@ void RunPlace(const PlaceFlags& flags, CommandContext& ctx) {
     return ReportError(ctx, "place needs --trace and --out (or the evaluate subcommand)");
   }
   Status same = CheckNotSameFile("--out", flags.out, "--trace", flags.trace);
+  if (same.ok()) same = CheckWritable("--out", flags.out);
   if (!same.ok()) return ReportError(ctx, same.message());
   PlaceOptions options;
   options.topology = Topology{flags.common.nodes, flags.common.ranks_per_node};

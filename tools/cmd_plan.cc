@@ -405,7 +405,9 @@ struct CalibrateFlags {
 void RunCalibrate(const CalibrateFlags& f, CommandContext& ctx) {
   std::vector<std::string> inputs = InputFiles(f.common);
   inputs.push_back(f.measured);
-  Status same = CheckNotSameFile("--out", f.out, "--model/--hardware/--efficiency/--trace/--measured", inputs);
+  Status same = CheckNotSameFile("--out", f.out,
+                                 "--model/--hardware/--efficiency/--trace/--measured", inputs);
+  if (same.ok()) same = CheckWritable("--out", f.out);
   if (!same.ok()) return ReportError(ctx, same.message());
   StatusOr<Loaded> l = Load(f.common);
   if (!l.ok()) return ReportError(ctx, l.status().message());
@@ -460,6 +462,8 @@ Status RunImport(const ImportFlags& f) {
   RETURN_IF_ERROR(CheckNotSameFile("--csv", f.csv, "--kernels", f.kernels));
   RETURN_IF_ERROR(CheckNotSameFile("--hardware-out", f.hardware_out, "--kernels", f.kernels));
   RETURN_IF_ERROR(CheckNotSameFile("--hardware-out", f.hardware_out, "--csv", {f.csv}));
+  RETURN_IF_ERROR(CheckWritable("--csv", f.csv));
+  RETURN_IF_ERROR(CheckWritable("--hardware-out", f.hardware_out));
   std::vector<nlohmann::json> runs;
   for (const std::string& path : f.kernels) {
     ASSIGN_OR_RETURN(nlohmann::json run, ReadJsonFile(path));
@@ -471,11 +475,13 @@ Status RunImport(const ImportFlags& f) {
   ASSIGN_OR_RETURN(BenchImport imported, ImportBenchKernels(runs, options));
   std::string sources;
   for (const std::string& path : f.kernels) sources += (sources.empty() ? "" : ", ") + path;
-  const std::string csv = MeasuredCsvText(
-      imported.samples, "epserve plan import-bench from `epserve bench kernels --json`: " +
-                            sources + "\nmachine: " + imported.hardware.description);
-  const nlohmann::json catalog = {{"_comment", "written by epserve plan import-bench"},
-                                  {"gpus", nlohmann::json::array({HardwareSpecToJson(imported.hardware)})}};
+  const std::string csv =
+      MeasuredCsvText(imported.samples,
+                      "epserve plan import-bench from `epserve bench kernels --json`: " + sources +
+                          "\nmachine: " + imported.hardware.description);
+  const nlohmann::json catalog = {
+      {"_comment", "written by epserve plan import-bench"},
+      {"gpus", nlohmann::json::array({HardwareSpecToJson(imported.hardware)})}};
   if (!f.csv.empty()) {
     RETURN_IF_ERROR(WriteFileAtomically(f.csv, csv));
   }
@@ -501,7 +507,8 @@ Status RunImport(const ImportFlags& f) {
                "%zu skipped\n",
                hw.name.c_str(), hw.memory_bandwidth_tbs * 1e3, hw.fp8_tflops * 1e3, hw.memory_gb,
                imported.samples.size(), imported.skipped.size());
-  for (const std::string& why : imported.skipped) std::fprintf(stderr, "skipped: %s\n", why.c_str());
+  for (const std::string& why : imported.skipped)
+    std::fprintf(stderr, "skipped: %s\n", why.c_str());
   return Status::Ok();
 }
 
@@ -590,8 +597,8 @@ void RegisterPlanCommand(CLI::App& app, CommandContext& ctx) {
   import->add_flag("--json", inf->json, "print one JSON object");
   import->callback([inf, &ctx] {
     Status st = RunImport(*inf);
-    if (!st.ok()) ReportError(ctx, st.message());
-  });
-}
+  if (!st.ok()) ReportError(ctx, st.message());
+});
+}  // namespace epserve::tools
 
 }  // namespace epserve::tools

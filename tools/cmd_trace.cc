@@ -47,6 +47,7 @@ void AddShapeOptions(CLI::App* cmd, placement::ModelShape* shape) {
 
 void RunImport(const TraceFlags& flags, CommandContext& ctx) {
   Status same = CheckNotSameFile("--out", flags.out, "an input trace", flags.inputs);
+  if (same.ok()) same = CheckWritable("--out", flags.out);
   if (!same.ok()) return ReportError(ctx, same.message());
   placement::TraceImportOptions options{.shape = flags.shape};
   StatusOr<placement::Trace> trace =

@@ -127,7 +127,8 @@ Status OutputFile::Commit() {
   }
   if (!temp_path_.empty()) {
     if (std::rename(temp_path_.c_str(), path_.c_str()) != 0) {
-      status_ = Status::IoError(path_ + ": cannot rename " + temp_path_ + " over it: " + Errno(errno));
+      status_ =
+          Status::IoError(path_ + ": cannot rename " + temp_path_ + " over it: " + Errno(errno));
       Discard();
       return status_;
     }
@@ -162,6 +163,29 @@ Status CheckNotSameFile(std::string_view output_flag, const std::string& output,
                                      " is also an input (" + std::string(input_flag) +
                                      "); write elsewhere");
   }
+  return Status::Ok();
+}
+
+Status CheckWritable(std::string_view output_flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return Status::Ok();
+  const std::string where = std::string(output_flag) + " " + path + ": ";
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::is_directory(st)) return Status::InvalidArgument(where + "is a folder, not a file");
+  if (fs::exists(st)) {
+    if (::access(path.c_str(), W_OK) != 0)
+      return Status::InvalidArgument(where + "cannot be written: " + std::strerror(errno));
+    if (!fs::is_regular_file(st)) return Status::Ok();  // a device or FIFO: written in place
+  }
+  fs::path folder = fs::path(path).parent_path();
+  if (folder.empty()) folder = ".";
+  if (!fs::is_directory(folder, ec))
+    return Status::InvalidArgument(where + "the folder " + folder.string() + " does not exist");
+  // The temporary file is created beside the target, so the folder itself must be writable.
+  if (::access(folder.c_str(), W_OK | X_OK) != 0)
+    return Status::InvalidArgument(where + "cannot create files in " + folder.string() + ": " +
+                                   std::strerror(errno));
   return Status::Ok();
 }
 

@@ -44,7 +44,7 @@ class OutputFile {
 
  private:
   OutputFile() = default;
-  void Discard();        // closes and removes the temporary, if any
+  void Discard();                                  // closes and removes the temporary, if any
   Status WriteRaw(const char* data, size_t size);  // straight to the file descriptor
   Status Flush();
 
@@ -61,5 +61,12 @@ class OutputFile {
 // Empty paths are ignored.
 Status CheckNotSameFile(std::string_view output_flag, const std::string& output,
                         std::string_view input_flag, const std::vector<std::string>& inputs);
+
+// Checks, before any work, that `path` could be written: not a folder, its folder exists and
+// is writable (or it is an existing device or file this process may write). So a typo in an
+// output path fails at once, not after a long run: "--tokens-out out/t.txt: the folder out
+// does not exist". Writing can still fail later (a full disk); that is reported then. Empty
+// paths are ignored.
+Status CheckWritable(std::string_view output_flag, const std::string& path);
 
 }  // namespace epserve

@@ -5,7 +5,8 @@
 #
 # cases.tsv: NAME <tab> ARGS <tab> EXIT <tab> SUBSTRING, '#' lines are comments. ARGS follow
 # `epserve` and may use $MODEL (a tiny model made once), $WORK (this run's folder) and shell
-# redirections; they are evaluated by bash. An ARGS starting with "@mpi " runs under
+# redirections; they are evaluated by bash. The expected text may use $WORK too. An ARGS
+# starting with "@mpi " runs under
 # `mpirun -np 2` (none do today: every row fails before any rank would start).
 #
 # Usage: run_cases.sh EPSERVE WORK
@@ -32,6 +33,11 @@ bad_config yarn0 's/"factor": [^,]*/"factor": 0/'
 bad_config mscale_neg 's/"mscale": [^,]*/"mscale": -1/'
 bad_config scaling_neg 's/"routed_scaling_factor": [^,]*/"routed_scaling_factor": -2.5/'
 
+# A model whose layer 2 holds a NaN weight (generation must stop, naming the layer).
+mkdir -p "$WORK/nan_weight" && cp "$MODEL/config.json" "$MODEL/model.safetensors" "$WORK/nan_weight/" &&
+  /usr/bin/python3 "$HERE/../cli/corrupt.py" "$WORK/nan_weight/model.safetensors" nan ||
+  { echo "setup: nan_weight failed"; exit 1; }
+
 # Traces: a small valid JSONL one (layers 1-3 of the tiny model) and ones with a wrong type.
 for t in 0 1 2 3 4 5 6 7; do
   for l in 1 2 3; do
@@ -56,6 +62,7 @@ fail=0 rows=0
 while IFS=$'\t' read -r name args want_rc want; do
   [[ -z "$name" || "$name" == \#* ]] && continue
   rows=$((rows + 1))
+  want=${want//\$WORK/$WORK}  # the expected text may name this run's folder
   runner=(timeout 60 "$EPSERVE")
   if [[ "$args" == "@mpi "* ]]; then
     args=${args#@mpi }

@@ -29,12 +29,16 @@ expect_fail tokens_full "/dev/full: write failed: No space left on device" "${GE
 expect_tokens tokens_full
 expect_fail trace_full "/dev/full: write failed: No space left on device" "${GEN[@]}" --trace-out /dev/full
 expect_tokens trace_full
-expect_fail logits_missing_dir "$WORK/no/dir/l.npy: cannot create: No such file or directory" \
-  "${GEN[@]}" --logits-out "$WORK/no/dir/l.npy" --tokens-out "$WORK/both.json"
-expect_tokens logits_missing_dir
+expect_fail logits_full "/dev/full: write failed: No space left on device" \
+  "${GEN[@]}" --logits-out /dev/full --tokens-out "$WORK/both.json"
+expect_tokens logits_full
 [[ -s "$WORK/both.json" ]] || fail "the --tokens-out beside a failed --logits-out was not written"
-expect_fail two_failures "/dev/full: write failed" "${GEN[@]}" --logits-out "$WORK/no/dir/l.npy" --tokens-out /dev/full
-grep -qF "no/dir/l.npy: cannot create" "$WORK/two_failures.err" || fail "two_failures: the logits error is missing"
+# An output that cannot be written at all (its folder is missing) is refused before any work:
+# nothing is generated, and the other output is not written either.
+expect_fail logits_missing_dir "--logits-out $WORK/no/dir/l.npy: the folder $WORK/no/dir does not exist" \
+  "${GEN[@]}" --logits-out "$WORK/no/dir/l.npy" --tokens-out "$WORK/early.json"
+! grep -qE '^sequence 0:' "$WORK/logits_missing_dir.out" || fail "logits_missing_dir: generated before refusing"
+[[ ! -e "$WORK/early.json" ]] || fail "logits_missing_dir: --tokens-out written although the run was refused"
 expect_fail tokens_is_arrivals "is also an input (--arrivals)" \
   "$EPSERVE" generate --model "$WORK/model" --arrivals "$WORK/both.json" --tokens-out "$WORK/both.json"
 
