@@ -322,14 +322,15 @@ Status Run(const GenerateFlags& f) {
 
 Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results, int vocab,
               const Timing& t, const text::Tokenizer* tok) {
-  bool any_error = false;
+  std::string first_error;  // "sequence 2: <why>", the first request that failed
+  int num_errors = 0;
   for (size_t s = 0; s < results.size(); ++s) {
     const RequestResult& r = results[s];
     std::printf("sequence %zu:", s);
     for (int32_t id : r.tokens) std::printf(" %d", id);
     if (r.finish == FinishReason::kError) {
       std::printf(" [error: %s]", r.error.c_str());
-      any_error = true;
+      if (num_errors++ == 0) first_error = "sequence " + std::to_string(s) + ": " + r.error;
     } else {
       std::printf(" [%s, %lld prompt tokens cached]", FinishReasonName(r.finish),
                   static_cast<long long>(r.cached_prompt_tokens));
@@ -381,8 +382,12 @@ Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results,
         "\n";
     written = Combine(std::move(written), WriteFileAtomically(f.tokens_out, text));
   }
-  if (any_error)
-    return Combine(Status::InvalidArgument("some requests failed (see above)"), std::move(written));
+  if (num_errors > 0) {
+    const std::string more = num_errors > 1 ? " (and " + std::to_string(num_errors - 1) +
+                                                  " more requests failed; see above)"
+                                            : "";
+    return Combine(Status::InvalidArgument(first_error + more), std::move(written));
+  }
   return written;
 }
 

@@ -3,6 +3,8 @@
 #include "kernels/ops.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/ops.cc"
@@ -113,6 +115,27 @@ void Softmax(float* x, int64_t n) {
   }
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+namespace {
+// Exponent bits all ones: NaN or +-Inf. Tested on the bits so it holds under any float flags.
+inline uint32_t NonFiniteBit(const float* p) {
+  uint32_t b;
+  std::memcpy(&b, p, sizeof(b));
+  return static_cast<uint32_t>((b & 0x7f800000u) == 0x7f800000u);
+}
+}  // namespace
+
+bool AllFinite(const float* x, int64_t n) {
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) bad |= NonFiniteBit(x + i);
+  return bad == 0;
+}
+
+int64_t FirstNonFinite(const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (NonFiniteBit(x + i) != 0) return i;
+  return n;
 }
 
 void RmsNormReference(const float* x, const float* weight, int64_t n, float eps, float* out) {

@@ -23,6 +23,12 @@ void ApplyRope(float* x, const float* cos_sin, int64_t rope_dim);
 // y[i] += scale * x[i].
 void Axpy(float scale, const float* x, int64_t n, float* y);
 
+// Whether x[0, n) holds no NaN or infinity. One branch-free pass over the bits (the compiler
+// vectorizes it), so it is cheap enough to run on every layer's output of every step.
+bool AllFinite(const float* x, int64_t n);
+// The index of the first NaN or infinity in x[0, n), or n when there is none.
+int64_t FirstNonFinite(const float* x, int64_t n);
+
 // Scalar twins (RmsNorm accumulates in double).
 void RmsNormReference(const float* x, const float* weight, int64_t n, float eps, float* out);
 void SiluMulReference(const float* gate, const float* up, int64_t n, float* out);

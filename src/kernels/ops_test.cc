@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "kernels/test_util.h"
@@ -37,6 +38,26 @@ TEST(OpsTest, SoftmaxAndSilu) {
   float g = 2.0f, u = 3.0f, o;
   SiluMul(&g, &u, 1, &o);
   EXPECT_NEAR(o, 2.0f / (1.0f + std::exp(-2.0f)) * 3.0f, 1e-6);
+}
+
+TEST(OpsTest, FindsNaNAndInfinityAnywhere) {
+  std::vector<float> x(67, 1.5f);
+  x[3] = -0.0f;
+  x[9] = std::numeric_limits<float>::max();
+  x[10] = std::numeric_limits<float>::denorm_min();
+  EXPECT_TRUE(AllFinite(x.data(), 67));
+  EXPECT_EQ(FirstNonFinite(x.data(), 67), 67);
+  for (float bad :
+       {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+        std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
+    for (int64_t at : {0, 31, 66}) {
+      std::vector<float> y = x;
+      y[at] = bad;
+      EXPECT_FALSE(AllFinite(y.data(), 67));
+      EXPECT_TRUE(AllFinite(y.data(), at));  // only what lies before it
+      EXPECT_EQ(FirstNonFinite(y.data(), 67), at);
+    }
+  }
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "model/model.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "base/aligned_vector.h"
@@ -20,7 +22,9 @@ struct Model::Workspace {
   std::vector<uint64_t> token_key;
   std::vector<const int32_t*> token_blocks;  // each token's block table
   std::vector<int32_t> token_block;          // the block its own row goes to
-  AlignedVector<float> x, xn, q_a, q, kv_a, q_abs, q_pe, o_lat, o, o_gather, o_full, attn_out, ffn_out;
+  std::vector<int32_t> token_chunk;          // the chunk it belongs to
+  AlignedVector<float> x, xn, q_a, q, kv_a, q_abs, q_pe, o_lat, o, o_gather, o_full, attn_out,
+      ffn_out;
   AlignedVector<float> router_logits, gate_scratch, weights, attn_scratch;
   std::vector<int32_t> expert_ids;
   std::vector<kernels::MatMulTArgs> uk_args;  // per-head W_uk products
@@ -39,6 +43,13 @@ Model::Model(const ModelConfig& config, const ModelWeights& weights, ThreadPool&
 
 Model::~Model() = default;
 
+std::string NonFiniteActivation::Message() const {
+  const std::string where =
+      layer < 0 ? "embedding" : "layer " + std::to_string(layer) + " (" + part + ")";
+  return where + ": non-finite activation (" + (nan ? "NaN" : "Inf") + ") at token position " +
+         std::to_string(position);
+}
+
 Status Model::Forward(const ForwardBatch& batch, LatentKvCache& cache, float* logits) {
   ForwardBatch b = batch;
   for (auto& ch : b.chunks) {
@@ -46,14 +57,16 @@ Status Model::Forward(const ForwardBatch& batch, LatentKvCache& cache, float* lo
       return Status::InvalidArgument("sequence slot " + std::to_string(ch.slot) + " out of range");
     const int64_t end = cache.length(ch.slot) + static_cast<int64_t>(ch.tokens.size());
     if (end > cache.max_positions())
-      return Status::InvalidArgument("sequence in slot " + std::to_string(ch.slot) + " needs " + std::to_string(end) +
-                                     " positions; the cache holds " + std::to_string(cache.max_positions()));
+      return Status::InvalidArgument("sequence in slot " + std::to_string(ch.slot) + " needs " +
+                                     std::to_string(end) + " positions; the cache holds " +
+                                     std::to_string(cache.max_positions()));
     ch.start = cache.length(ch.slot);
     ch.blocks = {cache.table(ch.slot), 1};
     ch.want_logits = true;
   }
   RETURN_IF_ERROR(Forward(b, cache.blocks(), logits));
-  for (const auto& ch : b.chunks) cache.set_length(ch.slot, ch.start + static_cast<int64_t>(ch.tokens.size()));
+  for (const auto& ch : b.chunks)
+    cache.set_length(ch.slot, ch.start + static_cast<int64_t>(ch.tokens.size()));
   return Status::Ok();
 }
 
@@ -68,18 +81,22 @@ Status Model::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logi
   for (size_t i = 0; i < batch.chunks.size(); ++i) {
     const SequenceChunk& ch = batch.chunks[i];
     const int64_t end = ch.start + static_cast<int64_t>(ch.tokens.size());
-    if (ch.tokens.empty()) return Status::InvalidArgument("empty chunk for sequence " + std::to_string(ch.sequence_id));
+    if (ch.tokens.empty())
+      return Status::InvalidArgument("empty chunk for sequence " + std::to_string(ch.sequence_id));
     if (ch.start < 0 || end > static_cast<int64_t>(ch.blocks.size()) * kv.block_size)
-      return Status::InvalidArgument("sequence " + std::to_string(ch.sequence_id) + " needs " + std::to_string(end) +
-                                     " positions; its block table holds " +
-                                     std::to_string(static_cast<int64_t>(ch.blocks.size()) * kv.block_size));
+      return Status::InvalidArgument(
+          "sequence " + std::to_string(ch.sequence_id) + " needs " + std::to_string(end) +
+          " positions; its block table holds " +
+          std::to_string(static_cast<int64_t>(ch.blocks.size()) * kv.block_size));
     for (int32_t b : ch.blocks)
       if (b < 0 || b >= kv.num_blocks)
-        return Status::InvalidArgument("sequence " + std::to_string(ch.sequence_id) + ": block " + std::to_string(b) +
-                                       " outside the pool of " + std::to_string(kv.num_blocks));
+        return Status::InvalidArgument("sequence " + std::to_string(ch.sequence_id) + ": block " +
+                                       std::to_string(b) + " outside the pool of " +
+                                       std::to_string(kv.num_blocks));
     for (int32_t tok : ch.tokens)
       if (tok < 0 || tok >= c.vocab_size)
-        return Status::InvalidArgument("token id " + std::to_string(tok) + " out of range [0, " + std::to_string(c.vocab_size) + ")");
+        return Status::InvalidArgument("token id " + std::to_string(tok) + " out of range [0, " +
+                                       std::to_string(c.vocab_size) + ")");
     T += static_cast<int64_t>(ch.tokens.size());
     max_pos = std::max(max_pos, end);
   }
@@ -89,10 +106,15 @@ Status Model::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logi
   w.token_key.resize(T);
   w.token_blocks.resize(T);
   w.token_block.resize(T);
+  w.token_chunk.resize(T);
   w.x.resize(T * H);
+  non_finite_.clear();
+  chunk_non_finite_.assign(batch.chunks.size(), 0);
   int64_t t = 0;
-  for (const auto& ch : batch.chunks) {
+  for (size_t ci = 0; ci < batch.chunks.size(); ++ci) {
+    const SequenceChunk& ch = batch.chunks[ci];
     for (size_t i = 0; i < ch.tokens.size(); ++i, ++t) {
+      w.token_chunk[t] = static_cast<int32_t>(ci);
       w.token_pos[t] = ch.start + static_cast<int64_t>(i);
       w.token_blocks[t] = ch.blocks.data();
       w.token_block[t] = ch.blocks[w.token_pos[t] / kv.block_size];
@@ -102,8 +124,12 @@ Status Model::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logi
     }
   }
   rope_.EnsurePositions(max_pos);
+  CheckFinite(-1);
 
-  for (int l = 0; l < c.num_hidden_layers; ++l) RETURN_IF_ERROR(RunLayer(l, kv));
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    RETURN_IF_ERROR(RunLayer(l, kv));
+    CheckFinite(l);
+  }
 
   // Final norm and LM head on the last token of each chunk that wants logits.
   const double t0 = NowSeconds();
@@ -113,10 +139,13 @@ Status Model::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logi
   for (const auto& ch : batch.chunks) {
     t += static_cast<int64_t>(ch.tokens.size());
     if (!ch.want_logits) continue;
-    kernels::RmsNorm(&w.x[(t - 1) * H], weights_.final_norm.data(), H, static_cast<float>(c.rms_norm_eps), &last[rows * H]);
+    kernels::RmsNorm(&w.x[(t - 1) * H], weights_.final_norm.data(), H,
+                     static_cast<float>(c.rms_norm_eps), &last[rows * H]);
     ++rows;
   }
-  if (rows > 0) kernels::MatMul({.x = last.data(), .num_rows = rows, .w = weights_.lm_head, .y = logits}, pool_);
+  if (rows > 0)
+    kernels::MatMul({.x = last.data(), .num_rows = rows, .w = weights_.lm_head, .y = logits},
+                    pool_);
   times_.lm_head += NowSeconds() - t0;
   return Status::Ok();
 }
@@ -128,10 +157,12 @@ Status Model::RunLayer(int l, const KvBlocks& kv) {
   const int H = c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   w.xn.resize(w.T * H);
-  for (int64_t t = 0; t < w.T; ++t) kernels::RmsNorm(&w.x[t * H], lw.input_norm.data(), H, eps, &w.xn[t * H]);
+  for (int64_t t = 0; t < w.T; ++t)
+    kernels::RmsNorm(&w.x[t * H], lw.input_norm.data(), H, eps, &w.xn[t * H]);
   RETURN_IF_ERROR(Attention(l, kv));
   for (int64_t i = 0; i < w.T * H; ++i) w.x[i] += w.attn_out[i];
-  for (int64_t t = 0; t < w.T; ++t) kernels::RmsNorm(&w.x[t * H], lw.post_norm.data(), H, eps, &w.xn[t * H]);
+  for (int64_t t = 0; t < w.T; ++t)
+    kernels::RmsNorm(&w.x[t * H], lw.post_norm.data(), H, eps, &w.xn[t * H]);
   w.ffn_out.assign(w.T * H, 0.0f);
   if (lw.moe) {
     RETURN_IF_ERROR(Moe(l));
@@ -142,6 +173,33 @@ Status Model::RunLayer(int l, const KvBlocks& kv) {
   }
   for (int64_t i = 0; i < w.T * H; ++i) w.x[i] += w.ffn_out[i];
   return Status::Ok();
+}
+
+void Model::CheckFinite(int l) {
+  Workspace& w = *ws_;
+  const int H = config_.hidden_size;
+  if (kernels::AllFinite(w.x.data(), w.T * H)) return;
+  // Rare: find the rows, and whether the layer's attention output already held the value.
+  for (int64_t t = 0; t < w.T; ++t) {
+    const int32_t ci = w.token_chunk[t];
+    const float* row = &w.x[t * H];
+    const int64_t at = kernels::FirstNonFinite(row, H);
+    if (chunk_non_finite_[ci] != 0 || at == H) continue;
+    chunk_non_finite_[ci] = 1;
+    const char* part = "embedding";
+    if (l >= 0)
+      part = !kernels::AllFinite(&w.attn_out[t * H], H) ? "attention"
+             : weights_.layers[l].moe                   ? "moe"
+                                                        : "mlp";
+    non_finite_.push_back({.chunk = static_cast<size_t>(ci),
+                           .layer = l,
+                           .part = part,
+                           .position = w.token_pos[t],
+                           .nan = std::isnan(row[at])});
+  }
+  std::sort(
+      non_finite_.begin(), non_finite_.end(),
+      [](const NonFiniteActivation& a, const NonFiniteActivation& b) { return a.chunk < b.chunk; });
 }
 
 Status Model::Attention(int l, const KvBlocks& cache) {
@@ -162,16 +220,23 @@ Status Model::Attention(int l, const KvBlocks& cache) {
   const kernels::MatMulArgs kv_a{.x = w.xn.data(), .num_rows = T, .w = a.kv_a, .y = w.kv_a.data()};
   if (c.q_lora_rank > 0) {
     w.q_a.resize(T * c.q_lora_rank);
-    const kernels::MatMulArgs first[] = {{.x = w.xn.data(), .num_rows = T, .w = a.q_a, .y = w.q_a.data()}, kv_a};
+    const kernels::MatMulArgs first[] = {
+        {.x = w.xn.data(), .num_rows = T, .w = a.q_a, .y = w.q_a.data()}, kv_a};
     kernels::MatMulBatch(first, pool_);
     for (int64_t t = 0; t < T; ++t)
-      kernels::RmsNorm(&w.q_a[t * c.q_lora_rank], a.q_a_norm.data(), c.q_lora_rank, eps, &w.q_a[t * c.q_lora_rank]);
-    kernels::MatMul({.x = w.q_a.data(), .num_rows = T, .w = a.q_b.RowSlice(int64_t{h0} * qhd, int64_t{heads} * qhd),
+      kernels::RmsNorm(&w.q_a[t * c.q_lora_rank], a.q_a_norm.data(), c.q_lora_rank, eps,
+                       &w.q_a[t * c.q_lora_rank]);
+    kernels::MatMul({.x = w.q_a.data(),
+                     .num_rows = T,
+                     .w = a.q_b.RowSlice(int64_t{h0} * qhd, int64_t{heads} * qhd),
                      .y = w.q.data()},
                     pool_);
   } else {
     const kernels::MatMulArgs first[] = {
-        {.x = w.xn.data(), .num_rows = T, .w = a.q.RowSlice(int64_t{h0} * qhd, int64_t{heads} * qhd), .y = w.q.data()},
+        {.x = w.xn.data(),
+         .num_rows = T,
+         .w = a.q.RowSlice(int64_t{h0} * qhd, int64_t{heads} * qhd),
+         .y = w.q.data()},
         kv_a};
     kernels::MatMulBatch(first, pool_);
   }
@@ -194,19 +259,31 @@ Status Model::Attention(int l, const KvBlocks& cache) {
   // All heads' W_uk products in one parallel loop.
   w.uk_args.resize(heads);
   for (int h = 0; h < heads; ++h) {
-    w.uk_args[h] = {.x = &w.q[h * qhd], .x_stride = heads * qhd, .num_rows = T,
-                    .w = a.kv_b.RowSlice(static_cast<int64_t>(h0 + h) * (nope + vd), nope), .y = &w.q_abs[h * L],
+    w.uk_args[h] = {.x = &w.q[h * qhd],
+                    .x_stride = heads * qhd,
+                    .num_rows = T,
+                    .w = a.kv_b.RowSlice(static_cast<int64_t>(h0 + h) * (nope + vd), nope),
+                    .y = &w.q_abs[h * L],
                     .y_stride = static_cast<int64_t>(heads) * L};
   }
   kernels::MatMulTBatch(w.uk_args, pool_);
   times_.gemm += NowSeconds() - t0;
   t0 = NowSeconds();
-  if (cache.dtype == KvDType::kBF16) w.attn_scratch.resize(pool_.num_threads() * kernels::MlaScratchFloats(row));
+  if (cache.dtype == KvDType::kBF16)
+    w.attn_scratch.resize(pool_.num_threads() * kernels::MlaScratchFloats(row));
   w.o_lat.resize(T * heads * L);
-  kernels::MlaAttention({.num_tokens = T, .num_heads = heads, .kv_lora_rank = L, .rope_dim = R, .q_abs = w.q_abs.data(),
-                         .q_pe = w.q_pe.data(), .cache = cache.LayerView(l), .token_blocks = w.token_blocks.data(),
-                         .token_pos = w.token_pos.data(), .softmax_scale = static_cast<float>(c.SoftmaxScale()),
-                         .out = w.o_lat.data(), .scratch = w.attn_scratch.data()},
+  kernels::MlaAttention({.num_tokens = T,
+                         .num_heads = heads,
+                         .kv_lora_rank = L,
+                         .rope_dim = R,
+                         .q_abs = w.q_abs.data(),
+                         .q_pe = w.q_pe.data(),
+                         .cache = cache.LayerView(l),
+                         .token_blocks = w.token_blocks.data(),
+                         .token_pos = w.token_pos.data(),
+                         .softmax_scale = static_cast<float>(c.SoftmaxScale()),
+                         .out = w.o_lat.data(),
+                         .scratch = w.attn_scratch.data()},
                         pool_);
   times_.attention += NowSeconds() - t0;
   t0 = NowSeconds();
@@ -214,8 +291,11 @@ Status Model::Attention(int l, const KvBlocks& cache) {
   w.o.resize(T * heads * vd);
   w.uv_args.resize(heads);
   for (int h = 0; h < heads; ++h) {
-    w.uv_args[h] = {.x = &w.o_lat[h * L], .x_stride = static_cast<int64_t>(heads) * L, .num_rows = T,
-                    .w = a.kv_b.RowSlice(static_cast<int64_t>(h0 + h) * (nope + vd) + nope, vd), .y = &w.o[h * vd],
+    w.uv_args[h] = {.x = &w.o_lat[h * L],
+                    .x_stride = static_cast<int64_t>(heads) * L,
+                    .num_rows = T,
+                    .w = a.kv_b.RowSlice(static_cast<int64_t>(h0 + h) * (nope + vd) + nope, vd),
+                    .y = &w.o[h * vd],
                     .y_stride = static_cast<int64_t>(heads) * vd};
   }
   kernels::MatMulBatch(w.uv_args, pool_);
@@ -230,8 +310,8 @@ Status Model::Attention(int l, const KvBlocks& cache) {
     w.o_full.resize(T * all_heads * vd);
     for (int r = 0; r < tp_.size; ++r)
       for (int64_t t = 0; t < T; ++t)
-        std::memcpy(&w.o_full[(t * all_heads + r * heads) * vd], &w.o_gather[r * mine + t * heads * vd],
-                    heads * vd * sizeof(float));
+        std::memcpy(&w.o_full[(t * all_heads + r * heads) * vd],
+                    &w.o_gather[r * mine + t * heads * vd], heads * vd * sizeof(float));
     o_all = w.o_full.data();
     times_.tp_comm += NowSeconds() - t0;
   }
@@ -250,17 +330,24 @@ Status Model::Moe(int l) {
   const int E = c.n_routed_experts, K = c.num_experts_per_tok;
   double t0 = NowSeconds();
   w.router_logits.resize(T * E);
-  kernels::MatMul({.x = w.xn.data(), .num_rows = T, .w = m.router, .y = w.router_logits.data()}, pool_);
+  kernels::MatMul({.x = w.xn.data(), .num_rows = T, .w = m.router, .y = w.router_logits.data()},
+                  pool_);
   w.gate_scratch.resize(2 * E);
   w.expert_ids.resize(T * K);
   w.weights.resize(T * K);
   const kernels::GateOptions gopt = c.GateOpts();
   const float* bias = m.score_bias.empty() ? nullptr : m.score_bias.data();
   for (int64_t t = 0; t < T; ++t)
-    kernels::GateTopK(gopt, &w.router_logits[t * E], bias, w.gate_scratch.data(), &w.expert_ids[t * K], &w.weights[t * K]);
+    kernels::GateTopK(gopt, &w.router_logits[t * E], bias, w.gate_scratch.data(),
+                      &w.expert_ids[t * K], &w.weights[t * K]);
   if (route_observer_)
-    route_observer_({.layer = l, .num_tokens = T, .top_k = K, .expert_ids = w.expert_ids.data(),
-                     .weights = w.weights.data(), .sequence_ids = w.token_seq.data(), .positions = w.token_pos.data()});
+    route_observer_({.layer = l,
+                     .num_tokens = T,
+                     .top_k = K,
+                     .expert_ids = w.expert_ids.data(),
+                     .weights = w.weights.data(),
+                     .sequence_ids = w.token_seq.data(),
+                     .positions = w.token_pos.data()});
   times_.gate += NowSeconds() - t0;
 
   // With TP each rank of the group takes a contiguous share of the tokens.
@@ -268,8 +355,13 @@ Status Model::Moe(int l) {
   const int64_t b = T * tp_.rank / tp_.size, n = T * (tp_.rank + 1) / tp_.size - b;
   // Dispatch overlap: start routing, run the shared expert while tokens travel, then finish.
   t0 = NowSeconds();
-  RETURN_IF_ERROR(experts_->Start({.layer = l, .num_tokens = n, .hidden = H, .top_k = K, .x = &w.xn[b * H],
-                                   .expert_ids = &w.expert_ids[b * K], .weights = &w.weights[b * K],
+  RETURN_IF_ERROR(experts_->Start({.layer = l,
+                                   .num_tokens = n,
+                                   .hidden = H,
+                                   .top_k = K,
+                                   .x = &w.xn[b * H],
+                                   .expert_ids = &w.expert_ids[b * K],
+                                   .weights = &w.weights[b * K],
                                    .token_keys = &w.token_key[b]}));
   double t1 = NowSeconds();
   if (!m.shared.empty()) RunMlp(m.shared, &w.xn[b * H], n, &w.ffn_out[b * H], w.mlp, pool_);

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
@@ -53,6 +54,18 @@ struct RouteEvent {
 };
 using RouteObserver = std::function<void(const RouteEvent& event)>;
 
+// Where a chunk's hidden state first went NaN or infinite in a Forward (broken weights, an
+// overflow). Generation of that sequence must stop: everything after it is garbage.
+struct NonFiniteActivation {
+  size_t chunk = 0;       // index into ForwardBatch::chunks
+  int layer = -1;         // -1: the embedding rows
+  const char* part = "";  // "embedding", "attention", "moe" or "mlp": whose output it was
+  int64_t position = 0;   // the token's position in its sequence
+  bool nan = true;        // NaN, else an infinity
+  // "layer 3 (moe): non-finite activation (NaN) at token position 5"
+  std::string Message() const;
+};
+
 // Tensor parallelism inside a DP group (SPEC §3): the group's ranks split the attention heads
 // (latent projections and cache replicated, per-head outputs all-gathered), and split the
 // tokens of each MoE layer so every routed expert computes each token once; the group then
@@ -65,7 +78,8 @@ struct TensorParallel {
 
 // Wall time spent per part of the step, accumulated over Forward calls (seconds).
 struct StepTimes {
-  double attention = 0, gemm = 0, gate = 0, shared_expert = 0, routed_experts = 0, lm_head = 0, tp_comm = 0;
+  double attention = 0, gemm = 0, gate = 0, shared_expert = 0, routed_experts = 0, lm_head = 0,
+         tp_comm = 0;
   // Each phase of this minus `earlier`, times `factor` (e.g. 1e3 / steps: ms per step of a span).
   StepTimes Delta(const StepTimes& earlier, double factor) const {
     return {.attention = (attention - earlier.attention) * factor,
@@ -101,12 +115,20 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   const StepTimes& times() const { return times_; }
+  // The chunks of the last Forward whose hidden state went non-finite, in chunk order, each at
+  // the first layer it happened. Forward still returns Ok and runs every layer for them (so the
+  // collectives of expert parallelism stay in step); the caller fails those sequences (the
+  // engine does in Engine::Complete). Each layer's output is checked once (one pass over
+  // tokens x hidden), the embedding rows too.
+  const std::vector<NonFiniteActivation>& non_finite() const { return non_finite_; }
 
  private:
   struct Workspace;
   Status RunLayer(int layer, const KvBlocks& kv);
   Status Attention(int layer, const KvBlocks& cache);
   Status Moe(int layer);
+  // Records the chunks whose rows of the hidden state turned non-finite at `layer`.
+  void CheckFinite(int layer);
 
   const ModelConfig& config_;
   const ModelWeights& weights_;
@@ -118,6 +140,8 @@ class Model {
   TensorParallel tp_;
   std::unique_ptr<Workspace> ws_;
   StepTimes times_;
+  std::vector<NonFiniteActivation> non_finite_;
+  std::vector<uint8_t> chunk_non_finite_;  // per chunk of the current Forward: already recorded
 };
 
 }  // namespace epserve

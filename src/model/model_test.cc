@@ -86,5 +86,64 @@ TEST(ModelTest, RejectsBadTokensAndCacheOverflow) {
   EXPECT_NE(st.message().find("needs 5 positions; the cache holds 4"), std::string::npos);
 }
 
+// Writes a BF16 NaN (or +Inf) over element `index` of tensor `name`.
+void Poison(const std::string& dir, const std::string& name, int64_t index, bool nan = true) {
+  testing::RewriteCheckpoint(dir, [&](testing::EditableTensor& t) {
+    if (t.name == name) {
+      CHECK(t.dtype == DType::kBF16);
+      t.bytes[2 * index] = nan ? 0xc0 : 0x80;
+      t.bytes[2 * index + 1] = 0x7f;
+    }
+    return true;
+  });
+}
+
+TEST(ModelTest, NamesTheFirstLayerWhoseOutputWentNonFinite) {
+  struct Case {
+    const char* tensor;
+    bool nan;
+    const char* want;
+  };
+  for (const Case& k :
+       {Case{"model.layers.2.mlp.shared_experts.down_proj.weight", true,
+             "layer 2 (moe): non-finite activation (NaN) at token position 0"},
+        Case{"model.layers.0.mlp.down_proj.weight", true,
+             "layer 0 (mlp): non-finite activation (NaN) at token position 0"},
+        Case{"model.layers.1.self_attn.o_proj.weight", true,
+             "layer 1 (attention): non-finite activation (NaN) at token position 0"}}) {
+    const std::string dir = testing::MakeTiny("nan");
+    Poison(dir, k.tensor, 0, k.nan);
+    Loaded m = Load(dir);
+    ThreadPool pool(2);
+    Model model(m.config, *m.w, pool);
+    LatentKvCache cache(m.config.num_hidden_layers, m.config.kv_a_dim(), 2, 16);
+    std::vector<float> logits(2 * m.config.vocab_size);
+    ASSERT_TRUE(model.Forward({{{0, Prompt(5, 3)}, {1, Prompt(2, 8)}}}, cache, logits.data()).ok());
+    ASSERT_EQ(model.non_finite().size(), 2u) << k.tensor;
+    EXPECT_EQ(model.non_finite()[0].chunk, 0u);
+    EXPECT_EQ(model.non_finite()[0].Message(), k.want);
+    EXPECT_EQ(model.non_finite()[1].chunk, 1u);
+  }
+}
+
+TEST(ModelTest, NonFiniteEmbeddingRowFailsOnlyItsChunk) {
+  const std::string dir = testing::MakeTiny("nan_embed");
+  Poison(dir, "model.embed_tokens.weight", 7 * 256 + 3, /*nan=*/false);  // row of token 7: +Inf
+  Loaded m = Load(dir);
+  ThreadPool pool(1);
+  Model model(m.config, *m.w, pool);
+  LatentKvCache cache(m.config.num_hidden_layers, m.config.kv_a_dim(), 2, 16);
+  const int V = m.config.vocab_size;
+  std::vector<float> logits(2 * V);
+  ASSERT_TRUE(model.Forward({{{0, {1, 2, 3}}, {1, {4, 5, 7, 9}}}}, cache, logits.data()).ok());
+  ASSERT_EQ(model.non_finite().size(), 1u);
+  EXPECT_EQ(model.non_finite()[0].chunk, 1u);
+  EXPECT_EQ(model.non_finite()[0].Message(),
+            "embedding: non-finite activation (Inf) at token position 2");
+  for (int v = 0; v < V; ++v) ASSERT_TRUE(std::isfinite(logits[v]));  // the other chunk is intact
+  ASSERT_TRUE(model.Forward({{{0, {4}}}}, cache, logits.data()).ok());
+  EXPECT_TRUE(model.non_finite().empty());
+}
+
 }  // namespace
 }  // namespace epserve

@@ -351,8 +351,12 @@ std::vector<TokenEvent> Engine::Complete(const StepPlan& plan, const std::vector
   early_events_.clear();
   ++stats_.steps;
   const int V = model_.config().vocab_size;
+  // The chunks whose activations went non-finite in the Forward that ran this plan.
+  const std::vector<NonFiniteActivation>& bad = model_.non_finite();
+  auto next_bad = bad.begin();
   int64_t row = 0;
-  for (const PlannedChunk& c : plan.chunks) {
+  for (size_t ci = 0; ci < plan.chunks.size(); ++ci) {
+    const PlannedChunk& c = plan.chunks[ci];
     auto it = sequences_.find(c.request);
     CHECK(it != sequences_.end()) << "plan names request " << c.request
                                   << " the engine does not hold";
@@ -360,20 +364,27 @@ std::vector<TokenEvent> Engine::Complete(const StepPlan& plan, const std::vector
     s.scheduled = false;
     s.num_computed = c.start + static_cast<int64_t>(c.tokens.size());
     stats_.computed_tokens += static_cast<int64_t>(c.tokens.size());
+    const float* l = c.want_logits ? &logits[static_cast<size_t>(row++) * V] : nullptr;
+    while (next_bad != bad.end() && next_bad->chunk < ci) ++next_bad;
+    if (next_bad != bad.end() && next_bad->chunk == ci) {
+      // Before committing: its cache rows are garbage and must not enter the prefix cache.
+      Finish(s, FinishReason::kError, next_bad->Message(), &events);
+      continue;
+    }
     if (options_.prefix_cache) CommitFullBlocks(s);
     if (!c.want_logits) continue;
-    const float* l = &logits[static_cast<size_t>(row++) * V];
     float mx = -INFINITY;
     bool finite = true;
     for (int v = 0; v < V; ++v) {
       finite = finite && std::isfinite(l[v]);
       mx = std::max(mx, l[v]);
     }
-    if (!finite) {
-      Finish(
-          s, FinishReason::kError,
-          "the model produced non-finite logits at position " + std::to_string(s.num_computed - 1),
-          &events);
+    if (!finite) {  // the hidden state was finite: the final norm or lm_head made it
+      Finish(s, FinishReason::kError,
+             std::string("lm_head: non-finite logits (") +
+                 (std::any_of(l, l + V, [](float v) { return std::isnan(v); }) ? "NaN" : "Inf") +
+                 ") at token position " + std::to_string(s.num_computed - 1),
+             &events);
       continue;
     }
     TokenEvent ev{.request = s.id};

@@ -121,7 +121,9 @@ class Engine {
 
   StepPlan Schedule();
   // Samples from the plan's logits; returns this step's events (also those of cancellations
-  // and of requests ended by an error).
+  // and of requests ended by an error). REQUIRES: the model's last Forward ran `plan` (this
+  // reads Model::non_finite(): a request whose activations went NaN or infinite ends with an
+  // error naming the layer, and its cache blocks are not kept for prefix reuse).
   std::vector<TokenEvent> Complete(const StepPlan& plan, const std::vector<float>& logits);
   // Schedule + ExecutePlan + Complete.
   StatusOr<std::vector<TokenEvent>> Step();

@@ -209,6 +209,56 @@ TEST_F(EngineTest, PreemptsUnderMemoryPressureAndLosesNothing) {
   EXPECT_LE(e.stats().peak_blocks_referenced, 6);
 }
 
+TEST(EngineNonFiniteTest, FailsOnlyTheRequestWhoseActivationsWentNonFinite) {
+  // Token 7's embedding row holds a NaN: a request with it in its prompt fails at the step that
+  // computes it (a prefill chunk without logits here), naming where; the other request of the
+  // same steps runs to its end.
+  const std::string dir = testing::MakeTiny("engine_nan_" + std::to_string(::getpid()));
+  testing::RewriteCheckpoint(dir, [](testing::EditableTensor& t) {
+    if (t.name == "model.embed_tokens.weight") {
+      t.bytes[2 * (7 * 256 + 5)] = 0xc0;
+      t.bytes[2 * (7 * 256 + 5) + 1] = 0x7f;
+    }
+    return true;
+  });
+  auto loaded = LoadModel(dir, {});
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  ThreadPool pool(2);
+  Model model((*loaded)->config, *(*loaded)->weights, pool);
+  Engine e(model, {.max_batch_tokens = 8, .block_size = 4, .num_blocks = 16});
+  const RequestId bad =
+      e.Submit({.prompt = {3, 4, 5, 7, 8, 9, 10, 11, 12, 13}, .max_tokens = 4}).value();
+  const RequestId good =
+      e.Submit({.prompt = {3, 4, 5, 6}, .max_tokens = 4, .use_default_stop = false}).value();
+  std::map<RequestId, TokenEvent> last;
+  int good_tokens = 0;
+  for (int i = 0; i < 50 && e.HasWork(); ++i) {
+    auto ev = e.Step();
+    ASSERT_TRUE(ev.ok()) << ev.status().message();
+    for (auto& x : *ev) {
+      if (x.request == good && x.token >= 0) ++good_tokens;
+      if (x.finish != FinishReason::kNone) last[x.request] = x;
+    }
+  }
+  ASSERT_EQ(last.size(), 2u);
+  EXPECT_EQ(last[bad].finish, FinishReason::kError);
+  EXPECT_EQ(last[bad].error, "embedding: non-finite activation (NaN) at token position 3");
+  EXPECT_EQ(last[good].finish, FinishReason::kLength);
+  EXPECT_EQ(good_tokens, 4);
+  // Its blocks were not kept for prefix reuse: the same prompt fails the same way again.
+  const RequestId again =
+      e.Submit({.prompt = {3, 4, 5, 7, 8, 9, 10, 11, 12, 13}, .max_tokens = 4}).value();
+  TokenEvent end;
+  for (int i = 0; i < 50 && e.HasWork(); ++i) {
+    auto ev = e.Step();
+    ASSERT_TRUE(ev.ok()) << ev.status().message();
+    for (auto& x : *ev)
+      if (x.request == again && x.finish != FinishReason::kNone) end = x;
+  }
+  EXPECT_EQ(end.error, "embedding: non-finite activation (NaN) at token position 3");
+  std::filesystem::remove_all(dir);
+}
+
 TEST(StepPlanTest, SerializesRoundTripAndRejectsTruncation) {
   StepPlan p;
   p.chunks.push_back({.request = 7,

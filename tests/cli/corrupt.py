@@ -1,4 +1,5 @@
-"""Breaks a safetensors file in one named way (for corrupt_checkpoint_test.sh)."""
+"""Breaks a safetensors file in one named way (for corrupt_checkpoint_test.sh and the bad-input
+suite, tests/bad_input/run_cases.sh)."""
 import json
 import os
 import struct
@@ -12,6 +13,12 @@ data = raw[8 + n:]
 
 if kind == 'truncate':
     open(path, 'wb').write(raw[:-1000])
+    sys.exit(0)
+if kind == 'nan':  # a BF16 NaN as the first weight of layer 2's shared expert down_proj
+    t = header['model.layers.2.mlp.shared_experts.down_proj.weight']
+    assert t['dtype'] == 'BF16'
+    at = 8 + n + t['data_offsets'][0]
+    open(path, 'wb').write(raw[:at] + b'\xc0\x7f' + raw[at + 2:])
     sys.exit(0)
 if kind == 'bad_json':
     open(path, 'wb').write(raw[:8] + b'{"x": [' + b' ' * (n - 7) + data)
