@@ -312,6 +312,8 @@ void RunEvaluate(const EvaluateFlags& flags, CommandContext& ctx) {
   if (!placement.ok()) return ReportError(ctx, placement.status().message());
   StatusOr<Trace> trace = LoadTrace(flags.trace);
   if (!trace.ok()) return ReportError(ctx, trace.status().message());
+  if (Status fits = CheckPlacementFitsTrace(*placement, *trace); !fits.ok())
+    return ReportError(ctx, fits.WithContext(flags.placement).message());
   // With a train fraction, evaluate on the sequences after it (those the placement was not
   // profiled on when `place` got the same fraction).
   StatusOr<TraceSplit> split = SplitOrWhole(std::move(*trace), flags.common.train_fraction);

@@ -185,7 +185,54 @@ LayerEvaluation EvaluateLayer(const LayerJob& job) {
   return eval;
 }
 
+// "1-3, 5, 7-9"
+std::string LayerRanges(const std::vector<LayerPlacement>& layers) {
+  std::string out;
+  for (size_t i = 0; i < layers.size();) {
+    size_t j = i;
+    while (j + 1 < layers.size() && layers[j + 1].layer_id == layers[j].layer_id + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(layers[i].layer_id);
+    if (j > i) {
+      out += '-';  // appended separately: GCC 12 warns (-Wrestrict) on "-" + std::to_string
+      out += std::to_string(layers[j].layer_id);
+    }
+    i = j + 1;
+  }
+  return out.empty() ? "none" : out;
+}
+
+Status CheckShape(const Placement& placement, const Trace& trace, int layer_id) {
+  const ModelShape& shape = trace.shape();
+  const std::string where = "layer " + std::to_string(layer_id) + ": ";
+  if (shape.num_experts != placement.model.num_experts) {
+    return Status::InvalidArgument(
+        where + "placed for " + std::to_string(placement.model.num_experts) +
+        " routed experts (model.num_experts), the trace has " + std::to_string(shape.num_experts));
+  }
+  if (shape.top_k != placement.model.top_k) {
+    return Status::InvalidArgument(where + "placed for top-k " +
+                                   std::to_string(placement.model.top_k) +
+                                   " (model.top_k), the trace routes each token to " +
+                                   std::to_string(shape.top_k) + " experts");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+Status CheckPlacementFitsTrace(const Placement& placement, const Trace& trace) {
+  if (trace.num_layers() == 0) return Status::InvalidArgument("the trace records no MoE layer");
+  RETURN_IF_ERROR(CheckShape(placement, trace, trace.layer_ids()[0]));
+  for (int id : trace.layer_ids()) {
+    if (placement.LayerIndex(id) < 0) {
+      return Status::InvalidArgument("layer " + std::to_string(id) +
+                                     " of the trace is not in the placement (it places layers " +
+                                     LayerRanges(placement.layers) + ")");
+    }
+  }
+  return Status::Ok();
+}
 
 Status CostModel::Validate() const {
   if (!(expert_tflops > 0) || !(hbm_gbytes_per_s > 0) || !(ib_gbytes_per_s > 0) ||
@@ -215,11 +262,7 @@ StatusOr<Evaluation> Evaluate(const Placement& placement, const Trace& trace,
     return Status::InvalidArgument("threads must be in [1, 1024]");
   }
   const ModelShape& shape = trace.shape();
-  if (shape.num_experts != placement.model.num_experts) {
-    return Status::InvalidArgument("the trace has " + std::to_string(shape.num_experts) +
-                                   " experts per layer, the placement " +
-                                   std::to_string(placement.model.num_experts));
-  }
+  if (trace.num_layers() > 0) RETURN_IF_ERROR(CheckShape(placement, trace, trace.layer_ids()[0]));
   if (shape.hidden_size < 1 || shape.moe_intermediate_size < 1) {
     return Status::InvalidArgument(
         "the trace does not give hidden_size and "

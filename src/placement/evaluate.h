@@ -98,6 +98,12 @@ struct Evaluation {
   int num_steps = 0;
 };
 
+// Whether `placement` was made for `trace`: the same routed experts per layer and top-k, and
+// every MoE layer the trace records placed (extra placed layers are fine). The message names the
+// first layer that differs and how, e.g. "layer 3 of the trace is not in the placement (it places
+// layers 1-2)"; the caller puts the file name in front. `place evaluate` refuses what fails.
+Status CheckPlacementFitsTrace(const Placement& placement, const Trace& trace);
+
 // Evaluates every layer the placement and the trace share. Returns InvalidArgument when the
 // trace's model does not match the placement's (experts, top-k) or they share no layer.
 StatusOr<Evaluation> Evaluate(const Placement& placement, const Trace& trace,

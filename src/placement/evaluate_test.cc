@@ -98,6 +98,28 @@ TEST(EvaluateTest, RejectsMismatchedTrace) {
   p.model = Shape();
   p.layers[0] = PlaceContiguousLayer(7, 4, 2);  // no shared layer
   EXPECT_FALSE(Evaluate(p, trace, EvaluateOptions{}).ok());
+  p.layers[0] = PlaceContiguousLayer(1, 4, 2);
+  p.model.top_k = 3;
+  EXPECT_EQ(Evaluate(p, trace, EvaluateOptions{}).status().message(),
+            "layer 1: placed for top-k 3 (model.top_k), the trace routes each token to 2 experts");
+}
+
+TEST(EvaluateTest, PlacementMustCoverEveryLayerOfTheTrace) {
+  Trace trace(Shape(), {1, 2, 3, 5}, GateWeights::kAbsent);
+  const uint16_t e[] = {0, 1, 0, 1, 0, 1, 0, 1};
+  ASSERT_TRUE(trace.AddToken(0, 0, e, nullptr).ok());
+  Placement p;
+  p.topology = Topology{1, 2};
+  p.model = Shape();
+  for (int l : {1, 2, 3, 5, 6}) p.layers.push_back(PlaceContiguousLayer(l, 4, 2));
+  EXPECT_TRUE(CheckPlacementFitsTrace(p, trace).ok());  // an extra placed layer is fine
+  p.layers.erase(p.layers.begin() + 3);                 // layer 5
+  EXPECT_EQ(CheckPlacementFitsTrace(p, trace).message(),
+            "layer 5 of the trace is not in the placement (it places layers 1-3, 6)");
+  EXPECT_TRUE(Evaluate(p, trace, EvaluateOptions{}).ok());  // Evaluate itself takes the shared ones
+  p.model.num_experts = 8;
+  EXPECT_EQ(CheckPlacementFitsTrace(p, trace).message(),
+            "layer 1: placed for 8 routed experts (model.num_experts), the trace has 4");
 }
 
 TEST(CompareTest, ParsesVariants) {

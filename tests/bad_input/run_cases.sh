@@ -48,6 +48,22 @@ echo '{"layer": "one", "token": 0, "experts": [1, 2, 3, 4]}' >"$WORK/wrong_type.
 echo '{"layer": 1, "token": 0, "experts": "1,2,3,4"}' >"$WORK/experts_string.jsonl"
 echo '{"layer": 1, "token": 0, "sequence": "a", "experts": [1, 2, 3, 4]}' >"$WORK/sequence_string.jsonl"
 echo '{"layer": 1, "token": 0, "experts": [1, 2.5, 3, 4]}' >"$WORK/experts_float.jsonl"
+# Placements that do not fit the trace they are evaluated on (place evaluate refuses them).
+T_SHAPE=(--top-k 4 --hidden-size 256 --moe-intermediate-size 64 --num-hidden-layers 4)
+"$EPSERVE" trace import "$WORK/trace.jsonl" --out "$WORK/t32.trace" --num-experts 32 "${T_SHAPE[@]}" >/dev/null &&
+  "$EPSERVE" trace import "$WORK/trace.jsonl" --out "$WORK/t64.trace" --num-experts 64 "${T_SHAPE[@]}" >/dev/null &&
+  "$EPSERVE" place --trace "$WORK/t32.trace" --strategy contiguous --nodes 2 --ranks-per-node 2 \
+    --out "$WORK/p32.json" >/dev/null &&
+  /usr/bin/python3 - "$WORK" <<'PY' || { echo "setup: placements failed"; exit 1; }
+import json, sys
+work = sys.argv[1]
+p = json.load(open(work + '/p32.json'))
+q = dict(p, layers=[l for l in p['layers'] if l['layer'] != 3])
+json.dump(q, open(work + '/p_layers12.json', 'w'))
+q = dict(p, model=dict(p['model'], top_k=6))
+json.dump(q, open(work + '/p_top6.json', 'w'))
+PY
+
 # Arrivals for generate with a sampling value out of range.
 echo '{"step": 0, "prompt_ids": [1, 2], "top_p": 2}' >"$WORK/arrivals_top_p.jsonl"
 echo '{"step": 0, "prompt_ids": [1, 2], "temperature": -1}' >"$WORK/arrivals_temperature.jsonl"
