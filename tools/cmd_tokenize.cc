@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/json.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 #include "tools/command.h"
@@ -68,13 +69,7 @@ Status RunTokenize(const TokenizeFlags& f) {
     if (line.empty() || line == "\r") continue;
     const std::string where = "stdin line " + std::to_string(line_no);
     // ordered_json keeps the keys in input order: templates see it (tojson, items()).
-    nlohmann::ordered_json j;
-    try {
-      j = nlohmann::ordered_json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
-      return Status::InvalidArgument(where + ": invalid JSON (byte " + std::to_string(e.byte) +
-                                     ")");
-    }
+    ASSIGN_OR_RETURN(nlohmann::ordered_json j, ParseOrderedJson(line, where));
     ++num_lines;
     if (f.decode) {
       std::vector<int32_t> ids;

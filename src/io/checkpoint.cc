@@ -6,6 +6,8 @@
 #include <set>
 #include <sstream>
 
+#include "base/json.h"
+
 namespace epserve {
 
 StatusOr<std::string> ReadTextFile(const std::string& path) {
@@ -28,12 +30,13 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir) {
   const std::string index_path = dir + "/model.safetensors.index.json";
   if (fs::exists(index_path)) {
     ASSIGN_OR_RETURN(std::string text, ReadTextFile(index_path));
-    auto j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-      return Status::DataLoss(index_path + ": bad JSON (want an object with \"weight_map\")");
+    ASSIGN_OR_RETURN(nlohmann::json j, ParseJson(text, index_path));
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+      return Status::DataLoss(index_path + ": want an object with an object \"weight_map\"");
     std::set<std::string> files;
     for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-      if (!it.value().is_string()) return Status::DataLoss(index_path + ": weight_map[" + it.key() + "] is not a file name");
+      if (!it.value().is_string())
+        return Status::DataLoss(index_path + ": weight_map[" + it.key() + "] is not a file name");
       weight_map[it.key()] = it.value().get<std::string>();
       files.insert(it.value().get<std::string>());
     }
@@ -52,16 +55,19 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir) {
       if (!weight_map.empty()) {
         auto it = weight_map.find(name);
         if (it == weight_map.end() || it->second != shard)
-          return Status::DataLoss(file->path() + ": tensor " + name + " is not mapped to this file by " + index_path);
+          return Status::DataLoss(file->path() + ": tensor " + name +
+                                  " is not mapped to this file by " + index_path);
       }
-      if (ck->tensors_.count(name)) return Status::DataLoss(file->path() + ": tensor " + name + " appears in two files");
+      if (ck->tensors_.count(name))
+        return Status::DataLoss(file->path() + ": tensor " + name + " appears in two files");
       ck->tensors_[name] = &info;
     }
     ck->files_.push_back(std::move(file));
   }
   for (const auto& [name, shard] : weight_map) {
     if (!ck->tensors_.count(name))
-      return Status::DataLoss(dir + "/" + shard + ": tensor " + name + " listed in the index is missing from the file");
+      return Status::DataLoss(dir + "/" + shard + ": tensor " + name +
+                              " listed in the index is missing from the file");
   }
   return ck;
 }

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "base/json.h"
+
 namespace epserve {
 
 namespace {
@@ -40,7 +42,8 @@ class FieldReader {
 
  private:
   void Fail(const char* name, const char* want, const json& v) {
-    status_ = Status::InvalidArgument(path_ + ": field \"" + name + "\" must be " + want + ", got " + v.dump());
+    status_ = Status::InvalidArgument(path_ + ": field \"" + name + "\" must be " + want +
+                                      ", got " + v.dump());
   }
   const json& j_;
   std::string path_;
@@ -49,7 +52,9 @@ class FieldReader {
 
 }  // namespace
 
-double YarnMscale(double scale, double m) { return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; }
+double YarnMscale(double scale, double m) {
+  return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
+}
 
 double ModelConfig::SoftmaxScale() const {
   double s = 1.0 / std::sqrt(static_cast<double>(qk_head_dim()));
@@ -72,8 +77,9 @@ kernels::GateOptions ModelConfig::GateOpts() const {
 }
 
 StatusOr<ModelConfig> ModelConfig::Parse(const std::string& text, const std::string& path) {
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument(path + ": not a JSON object");
+  ASSIGN_OR_RETURN(json j, ParseJson(text, path));
+  if (!j.is_object())
+    return Status::InvalidArgument(path + ": expected a JSON object, got " + j.type_name());
   ModelConfig c;
   FieldReader r(j, path);
   r.Get("model_type", &c.model_type, false);
@@ -108,7 +114,8 @@ StatusOr<ModelConfig> ModelConfig::Parse(const std::string& text, const std::str
   r.Get("tie_word_embeddings", &c.tie_word_embeddings, false);
   RETURN_IF_ERROR(r.status());
   if (j.contains("bos_token_id") && !j["bos_token_id"].is_null()) {
-    if (!j["bos_token_id"].is_number_integer()) return Status::InvalidArgument(path + ": bos_token_id must be an integer");
+    if (!j["bos_token_id"].is_number_integer())
+      return Status::InvalidArgument(path + ": bos_token_id must be an integer");
     c.bos_token_id = j["bos_token_id"].get<int>();
   }
   if (j.contains("eos_token_id") && !j["eos_token_id"].is_null()) {
@@ -120,29 +127,47 @@ StatusOr<ModelConfig> ModelConfig::Parse(const std::string& text, const std::str
         ok = ok && x.is_number_integer();
         if (x.is_number_integer()) c.eos_token_ids.push_back(x.get<int>());
       }
-    if (!ok) return Status::InvalidArgument(path + ": eos_token_id must be an integer or a list of integers");
+    if (!ok)
+      return Status::InvalidArgument(path +
+                                     ": eos_token_id must be an integer or a list of integers");
   }
 
-  if (topk_method == "noaux_tc") c.topk_method = kernels::TopkMethod::kNoauxTc;
-  else if (topk_method == "greedy") c.topk_method = kernels::TopkMethod::kGreedy;
-  else if (topk_method == "group_limited_greedy") c.topk_method = kernels::TopkMethod::kGroupLimitedGreedy;
-  else return Status::InvalidArgument(path + ": field \"topk_method\" must be noaux_tc, greedy or group_limited_greedy, got \"" + topk_method + "\"");
-  if (scoring == "sigmoid") c.scoring_func = kernels::ScoringFunc::kSigmoid;
-  else if (scoring == "softmax") c.scoring_func = kernels::ScoringFunc::kSoftmax;
-  else return Status::InvalidArgument(path + ": field \"scoring_func\" must be sigmoid or softmax, got \"" + scoring + "\"");
-  if (act != "silu") return Status::InvalidArgument(path + ": field \"hidden_act\" must be silu, got \"" + act + "\"");
+  if (topk_method == "noaux_tc")
+    c.topk_method = kernels::TopkMethod::kNoauxTc;
+  else if (topk_method == "greedy")
+    c.topk_method = kernels::TopkMethod::kGreedy;
+  else if (topk_method == "group_limited_greedy")
+    c.topk_method = kernels::TopkMethod::kGroupLimitedGreedy;
+  else
+    return Status::InvalidArgument(
+        path + ": field \"topk_method\" must be noaux_tc, greedy or group_limited_greedy, got \"" +
+        topk_method + "\"");
+  if (scoring == "sigmoid")
+    c.scoring_func = kernels::ScoringFunc::kSigmoid;
+  else if (scoring == "softmax")
+    c.scoring_func = kernels::ScoringFunc::kSoftmax;
+  else
+    return Status::InvalidArgument(
+        path + ": field \"scoring_func\" must be sigmoid or softmax, got \"" + scoring + "\"");
+  if (act != "silu")
+    return Status::InvalidArgument(path + ": field \"hidden_act\" must be silu, got \"" + act +
+                                   "\"");
 
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
     const json& rs = j["rope_scaling"];
-    if (!rs.is_object()) return Status::InvalidArgument(path + ": field \"rope_scaling\" must be an object or null");
+    if (!rs.is_object())
+      return Status::InvalidArgument(path + ": field \"rope_scaling\" must be an object or null");
     std::string type;
     FieldReader rr(rs, path + ": rope_scaling");
     rr.Get("type", &type, false);
     if (type.empty()) rr.Get("rope_type", &type, false);
-    if (type != "yarn") return Status::InvalidArgument(path + ": rope_scaling.type \"" + type + "\" is not supported (want yarn)");
+    if (type != "yarn")
+      return Status::InvalidArgument(path + ": rope_scaling.type \"" + type +
+                                     "\" is not supported (want yarn)");
     c.rope_scaling.enabled = true;
     rr.Get("factor", &c.rope_scaling.factor, true);
-    rr.Get("original_max_position_embeddings", &c.rope_scaling.original_max_position_embeddings, true);
+    rr.Get("original_max_position_embeddings", &c.rope_scaling.original_max_position_embeddings,
+           true);
     rr.Get("beta_fast", &c.rope_scaling.beta_fast, false);
     rr.Get("beta_slow", &c.rope_scaling.beta_slow, false);
     rr.Get("mscale", &c.rope_scaling.mscale, false);
@@ -157,9 +182,12 @@ StatusOr<ModelConfig> ModelConfig::Parse(const std::string& text, const std::str
     qr.Get("fmt", &fmt, false);
     RETURN_IF_ERROR(qr.status());
     if (method != "fp8" || fmt != "e4m3")
-      return Status::InvalidArgument(path + ": quantization_config " + method + "/" + fmt + " is not supported (want fp8/e4m3)");
+      return Status::InvalidArgument(path + ": quantization_config " + method + "/" + fmt +
+                                     " is not supported (want fp8/e4m3)");
     if (q.contains("weight_block_size") && q["weight_block_size"] != json::array({128, 128}))
-      return Status::InvalidArgument(path + ": quantization_config.weight_block_size " + q["weight_block_size"].dump() + " is not supported (want [128, 128])");
+      return Status::InvalidArgument(path + ": quantization_config.weight_block_size " +
+                                     q["weight_block_size"].dump() +
+                                     " is not supported (want [128, 128])");
     c.fp8 = true;
   }
   RETURN_IF_ERROR(c.Validate(path));
@@ -169,14 +197,20 @@ StatusOr<ModelConfig> ModelConfig::Parse(const std::string& text, const std::str
 Status ModelConfig::Validate(const std::string& path) const {
   auto bad = [&](const std::string& what) { return Status::InvalidArgument(path + ": " + what); };
   if (vocab_size <= 0 || hidden_size <= 0 || num_hidden_layers <= 0 || num_attention_heads <= 0)
-    return bad("vocab_size, hidden_size, num_hidden_layers and num_attention_heads must be positive");
-  if (kv_lora_rank <= 0 || qk_nope_head_dim <= 0 || v_head_dim <= 0 || qk_rope_head_dim <= 0 || qk_rope_head_dim % 2)
-    return bad("kv_lora_rank, qk_nope_head_dim, v_head_dim must be positive and qk_rope_head_dim positive and even");
+    return bad(
+        "vocab_size, hidden_size, num_hidden_layers and num_attention_heads must be positive");
+  if (kv_lora_rank <= 0 || qk_nope_head_dim <= 0 || v_head_dim <= 0 || qk_rope_head_dim <= 0 ||
+      qk_rope_head_dim % 2)
+    return bad(
+        "kv_lora_rank, qk_nope_head_dim, v_head_dim must be positive and qk_rope_head_dim positive "
+        "and even");
   if (q_lora_rank < 0) return bad("q_lora_rank must be null or positive");
   for (int e : eos_token_ids)
-    if (e < 0 || e >= vocab_size) return bad("eos_token_id " + std::to_string(e) + " is outside the vocabulary");
+    if (e < 0 || e >= vocab_size)
+      return bad("eos_token_id " + std::to_string(e) + " is outside the vocabulary");
   if (num_nextn_predict_layers < 0) return bad("num_nextn_predict_layers must be >= 0");
-  if (moe_layer_freq != 1) return bad("moe_layer_freq " + std::to_string(moe_layer_freq) + " is not supported (want 1)");
+  if (moe_layer_freq != 1)
+    return bad("moe_layer_freq " + std::to_string(moe_layer_freq) + " is not supported (want 1)");
   if (first_k_dense_replace < 0 || (first_k_dense_replace > 0 && intermediate_size <= 0))
     return bad("first_k_dense_replace needs a positive intermediate_size");
   if (n_routed_experts > 0) {
@@ -185,17 +219,20 @@ Status ModelConfig::Validate(const std::string& path) const {
     if (num_experts_per_tok <= 0 || num_experts_per_tok > n_routed_experts)
       return bad("num_experts_per_tok must be in [1, n_routed_experts]");
     if (n_group <= 0 || n_group > 256 || n_routed_experts % n_group)
-      return bad("n_group must divide n_routed_experts (got n_group " + std::to_string(n_group) + ")");
+      return bad("n_group must divide n_routed_experts (got n_group " + std::to_string(n_group) +
+                 ")");
     if (topk_group <= 0 || topk_group > n_group) return bad("topk_group must be in [1, n_group]");
     if (topk_method != kernels::TopkMethod::kGreedy &&
         topk_group * (n_routed_experts / n_group) < num_experts_per_tok)
       return bad("topk_group groups hold fewer experts than num_experts_per_tok");
-    if (topk_method == kernels::TopkMethod::kNoauxTc && scoring_func != kernels::ScoringFunc::kSigmoid)
+    if (topk_method == kernels::TopkMethod::kNoauxTc &&
+        scoring_func != kernels::ScoringFunc::kSigmoid)
       return bad("topk_method noaux_tc needs scoring_func sigmoid");
   }
   if (n_shared_experts < 0) return bad("n_shared_experts must be >= 0");
   if (tie_word_embeddings) return bad("tie_word_embeddings true is not supported");
-  if (rope_scaling.enabled && (rope_scaling.factor <= 0 || rope_scaling.original_max_position_embeddings <= 0))
+  if (rope_scaling.enabled &&
+      (rope_scaling.factor <= 0 || rope_scaling.original_max_position_embeddings <= 0))
     return bad("rope_scaling.factor and original_max_position_embeddings must be positive");
   // Values that parse but make every logit NaN or meaningless (a JSON 1e999 reads as inf).
   auto text = [](double v) {
@@ -205,7 +242,8 @@ Status ModelConfig::Validate(const std::string& path) const {
   };
   auto positive = [&](const char* name, double v) -> Status {
     if (std::isfinite(v) && v > 0) return Status::Ok();
-    return bad(std::string("field \"") + name + "\" must be a positive finite number, got " + text(v));
+    return bad(std::string("field \"") + name + "\" must be a positive finite number, got " +
+               text(v));
   };
   RETURN_IF_ERROR(positive("rms_norm_eps", rms_norm_eps));
   RETURN_IF_ERROR(positive("rope_theta", rope_theta));
@@ -218,14 +256,16 @@ Status ModelConfig::Validate(const std::string& path) const {
     for (auto [name, v] : {std::pair{"rope_scaling.mscale", rope_scaling.mscale},
                            std::pair{"rope_scaling.mscale_all_dim", rope_scaling.mscale_all_dim}})
       if (!std::isfinite(v) || v < 0)
-        return bad(std::string("field \"") + name + "\" must be a finite number >= 0, got " + text(v));
+        return bad(std::string("field \"") + name + "\" must be a finite number >= 0, got " +
+                   text(v));
   }
   return Status::Ok();
 }
 
 std::string ModelConfig::ToJson() const {
   json j;
-  j["architectures"] = {model_type == "deepseek_v2" ? "DeepseekV2ForCausalLM" : "DeepseekV3ForCausalLM"};
+  j["architectures"] = {model_type == "deepseek_v2" ? "DeepseekV2ForCausalLM"
+                                                    : "DeepseekV3ForCausalLM"};
   j["model_type"] = model_type;
   j["vocab_size"] = vocab_size;
   j["hidden_size"] = hidden_size;
@@ -245,8 +285,9 @@ std::string ModelConfig::ToJson() const {
   j["num_experts_per_tok"] = num_experts_per_tok;
   j["n_group"] = n_group;
   j["topk_group"] = topk_group;
-  j["topk_method"] = topk_method == kernels::TopkMethod::kNoauxTc ? "noaux_tc"
-                     : topk_method == kernels::TopkMethod::kGreedy ? "greedy" : "group_limited_greedy";
+  j["topk_method"] = topk_method == kernels::TopkMethod::kNoauxTc  ? "noaux_tc"
+                     : topk_method == kernels::TopkMethod::kGreedy ? "greedy"
+                                                                   : "group_limited_greedy";
   j["scoring_func"] = scoring_func == kernels::ScoringFunc::kSigmoid ? "sigmoid" : "softmax";
   j["norm_topk_prob"] = norm_topk_prob;
   j["routed_scaling_factor"] = routed_scaling_factor;
@@ -257,13 +298,14 @@ std::string ModelConfig::ToJson() const {
   j["rms_norm_eps"] = rms_norm_eps;
   j["rope_theta"] = rope_theta;
   if (rope_scaling.enabled) {
-    j["rope_scaling"] = {{"type", "yarn"},
-                         {"factor", rope_scaling.factor},
-                         {"original_max_position_embeddings", rope_scaling.original_max_position_embeddings},
-                         {"beta_fast", rope_scaling.beta_fast},
-                         {"beta_slow", rope_scaling.beta_slow},
-                         {"mscale", rope_scaling.mscale},
-                         {"mscale_all_dim", rope_scaling.mscale_all_dim}};
+    j["rope_scaling"] = {
+        {"type", "yarn"},
+        {"factor", rope_scaling.factor},
+        {"original_max_position_embeddings", rope_scaling.original_max_position_embeddings},
+        {"beta_fast", rope_scaling.beta_fast},
+        {"beta_slow", rope_scaling.beta_slow},
+        {"mscale", rope_scaling.mscale},
+        {"mscale_all_dim", rope_scaling.mscale_all_dim}};
   } else {
     j["rope_scaling"] = nullptr;
   }
@@ -273,7 +315,9 @@ std::string ModelConfig::ToJson() const {
   if (eos_token_ids.size() > 1) j["eos_token_id"] = eos_token_ids;
   j["torch_dtype"] = "bfloat16";
   if (fp8) {
-    j["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
+    j["quantization_config"] = {{"activation_scheme", "dynamic"},
+                                {"fmt", "e4m3"},
+                                {"quant_method", "fp8"},
                                 {"weight_block_size", {128, 128}}};
   }
   return j.dump(2) + "\n";

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/json.h"
 #include "base/output_file.h"
 #include "placement/json_int.h"
 
@@ -62,9 +63,9 @@ std::string PlacementToJson(const Placement& placement) {
 }
 
 StatusOr<Placement> PlacementFromJson(const std::string& text, const std::string& source) {
-  Json doc = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
-    return Status::DataLoss(source + ": not a JSON object");
+  ASSIGN_OR_RETURN(Json doc, ParseJson(text, source));
+  if (!doc.is_object()) {
+    return Status::DataLoss(source + ": expected a JSON object, got " + doc.type_name());
   }
   // Compared as JSON values: a "format" or "version" of another type is a mismatch, not a throw.
   auto format = doc.find("format");
@@ -83,16 +84,18 @@ StatusOr<Placement> PlacementFromJson(const std::string& text, const std::string
     if (!routing.ok()) return routing.status().WithContext(source);
     p.routing = *routing;
     const std::string at = source + ": ";
-    const Json& topo = doc.at("topology");
-    ASSIGN_OR_RETURN(p.topology.num_nodes,
-                     JsonInt(topo.at("num_nodes"), at + "topology.num_nodes"));
-    ASSIGN_OR_RETURN(p.topology.ranks_per_node,
-                     JsonInt(topo.at("ranks_per_node"), at + "topology.ranks_per_node"));
-    const Json& model = doc.at("model");
+    ASSIGN_OR_RETURN(const Json* topo, JsonField(doc, "topology", source));
+    ASSIGN_OR_RETURN(const Json* num_nodes, JsonField(*topo, "num_nodes", at + "topology"));
+    ASSIGN_OR_RETURN(p.topology.num_nodes, JsonInt(*num_nodes, at + "topology.num_nodes"));
+    ASSIGN_OR_RETURN(const Json* per_node, JsonField(*topo, "ranks_per_node", at + "topology"));
+    ASSIGN_OR_RETURN(p.topology.ranks_per_node, JsonInt(*per_node, at + "topology.ranks_per_node"));
+    ASSIGN_OR_RETURN(const Json* model_field, JsonField(doc, "model", source));
+    const Json& model = *model_field;
     p.model.name = model.value("name", std::string());
-    ASSIGN_OR_RETURN(p.model.num_experts,
-                     JsonInt(model.at("num_experts"), at + "model.num_experts"));
-    ASSIGN_OR_RETURN(p.model.top_k, JsonInt(model.at("top_k"), at + "model.top_k"));
+    ASSIGN_OR_RETURN(const Json* num_experts, JsonField(model, "num_experts", at + "model"));
+    ASSIGN_OR_RETURN(p.model.num_experts, JsonInt(*num_experts, at + "model.num_experts"));
+    ASSIGN_OR_RETURN(const Json* top_k, JsonField(model, "top_k", at + "model"));
+    ASSIGN_OR_RETURN(p.model.top_k, JsonInt(*top_k, at + "model.top_k"));
     ASSIGN_OR_RETURN(p.model.hidden_size, JsonIntOr(model, "hidden_size", 0, at + "model."));
     ASSIGN_OR_RETURN(p.model.moe_intermediate_size,
                      JsonIntOr(model, "moe_intermediate_size", 0, at + "model."));
@@ -101,18 +104,24 @@ StatusOr<Placement> PlacementFromJson(const std::string& text, const std::string
     ASSIGN_OR_RETURN(p.model.num_expert_groups,
                      JsonIntOr(model, "num_expert_groups", 1, at + "model."));
     size_t layer_idx = 0;
-    for (const Json& l : doc.at("layers")) {
+    ASSIGN_OR_RETURN(const Json* layers, JsonField(doc, "layers", source));
+    if (!layers->is_array()) return Status::DataLoss(at + "layers: expected an array");
+    for (const Json& l : *layers) {
       const std::string where = at + "layers[" + std::to_string(layer_idx++) + "]";
       LayerPlacement layer;
-      ASSIGN_OR_RETURN(layer.layer_id, JsonInt(l.at("layer"), where + ".layer"));
-      const Json& ranks = l.at("ranks");
+      ASSIGN_OR_RETURN(const Json* layer_id, JsonField(l, "layer", where));
+      ASSIGN_OR_RETURN(layer.layer_id, JsonInt(*layer_id, where + ".layer"));
+      ASSIGN_OR_RETURN(const Json* ranks_field, JsonField(l, "ranks", where));
+      const Json& ranks = *ranks_field;
       if (!ranks.is_array()) return Status::DataLoss(where + ".ranks: expected an array");
       for (size_t r = 0; r < ranks.size(); ++r) {
         ASSIGN_OR_RETURN(std::vector<int> slots,
                          JsonIntArray(ranks[r], where + ".ranks[" + std::to_string(r) + "]"));
         layer.slots.push_back(std::move(slots));
       }
-      for (const Json& expert_copies : l.at("copies")) {
+      ASSIGN_OR_RETURN(const Json* all_copies, JsonField(l, "copies", where));
+      if (!all_copies->is_array()) return Status::DataLoss(where + ".copies: expected an array");
+      for (const Json& expert_copies : *all_copies) {
         std::vector<ExpertCopy> copies;
         for (const Json& c : expert_copies) {
           if (!c.is_array() || c.size() != 2) {
@@ -120,14 +129,16 @@ StatusOr<Placement> PlacementFromJson(const std::string& text, const std::string
                                     ": a copy must be [rank, weight]");
           }
           ASSIGN_OR_RETURN(int rank, JsonInt(c[0], where + ".copies: a copy's rank"));
+          if (!c[1].is_number())
+            return Status::DataLoss(where + ".copies: a copy's weight must be a number");
           copies.push_back(ExpertCopy{.rank = rank, .weight = c[1].get<double>()});
         }
         layer.copies.push_back(std::move(copies));
       }
       p.layers.push_back(std::move(layer));
     }
-  } catch (const Json::exception& e) {
-    return Status::DataLoss(source + ": " + e.what());
+  } catch (const Json::exception& e) {  // a type the checks above did not foresee
+    return Status::DataLoss(source + ": " + JsonExceptionText(e));
   }
   RETURN_IF_ERROR(ValidatePlacement(p).WithContext(source));
   return p;

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/json.h"
 #include "placement/trace_io.h"
 
 namespace epserve::placement {
@@ -315,9 +316,9 @@ StatusOr<Trace> ImportJsonlTrace(const std::string& path, const TraceImportOptio
   for (int64_t line_no = 1; std::getline(in, line); ++line_no) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = Where(path, line_no);
-    Json row = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (row.is_discarded() || !row.is_object()) {
-      return Status::DataLoss(where + ": not a JSON object");
+    ASSIGN_OR_RETURN(Json row, ParseJson(line, where));
+    if (!row.is_object()) {
+      return Status::DataLoss(where + ": expected a JSON object, got " + row.type_name());
     }
     // Each field is checked by type, so an error names the line and field (never the JSON
     // library's own text).

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "base/json.h"
 #include "placement/json_int.h"
 
 namespace epserve::placement {
@@ -51,14 +52,16 @@ StatusOr<ModelShape> ParseModel(const Json& model) {
   try {
     const std::string at = "bad \"model\" object: ";
     shape.name = model.value("name", std::string());
-    ASSIGN_OR_RETURN(shape.num_experts, JsonInt(model.at("num_experts"), at + "num_experts"));
-    ASSIGN_OR_RETURN(shape.top_k, JsonInt(model.at("top_k"), at + "top_k"));
+    ASSIGN_OR_RETURN(const Json* num_experts, JsonField(model, "num_experts", "model"));
+    ASSIGN_OR_RETURN(shape.num_experts, JsonInt(*num_experts, at + "num_experts"));
+    ASSIGN_OR_RETURN(const Json* top_k, JsonField(model, "top_k", "model"));
+    ASSIGN_OR_RETURN(shape.top_k, JsonInt(*top_k, at + "top_k"));
     ASSIGN_OR_RETURN(shape.hidden_size, JsonIntOr(model, "hidden_size", 0, at));
     ASSIGN_OR_RETURN(shape.moe_intermediate_size, JsonIntOr(model, "moe_intermediate_size", 0, at));
     ASSIGN_OR_RETURN(shape.num_hidden_layers, JsonIntOr(model, "num_hidden_layers", 0, at));
     ASSIGN_OR_RETURN(shape.num_expert_groups, JsonIntOr(model, "num_expert_groups", 1, at));
   } catch (const Json::exception& e) {
-    return Status::DataLoss(std::string("bad \"model\" object: ") + e.what());
+    return Status::DataLoss(std::string("bad \"model\" object: ") + JsonExceptionText(e));
   }
   RETURN_IF_ERROR(shape.Validate());
   return shape;
@@ -129,9 +132,8 @@ StatusOr<Trace> ReadTrace(const std::string& path) {
                             std::string(kTraceMagic) + "\")");
   }
   if (!ReadLine(file.get(), &line)) return Status::DataLoss(path + ":2: missing header");
-  Json header = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (header.is_discarded() || !header.is_object() || !header.contains("model") ||
-      !header.contains("layer_ids")) {
+  ASSIGN_OR_RETURN(Json header, ParseJson(line, path + ":2: header"));
+  if (!header.is_object() || !header.contains("model") || !header.contains("layer_ids")) {
     return Status::DataLoss(path + ":2: header is not a JSON object with model and layer_ids");
   }
   StatusOr<ModelShape> shape = ParseModel(header["model"]);
@@ -142,7 +144,7 @@ StatusOr<Trace> ReadTrace(const std::string& path) {
     ASSIGN_OR_RETURN(layer_ids, JsonIntArray(header["layer_ids"], path + ":2: layer_ids"));
     has_weights = header.value("has_weights", false);
   } catch (const Json::exception& e) {
-    return Status::DataLoss(path + ":2: " + e.what());
+    return Status::DataLoss(path + ":2: " + JsonExceptionText(e));
   }
   if (layer_ids.empty()) return Status::DataLoss(path + ":2: layer_ids is empty");
   if (layer_ids.front() < 0 || layer_ids.back() > 1000000) {

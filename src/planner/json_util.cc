@@ -15,13 +15,6 @@ StatusOr<std::string> ReadTextFile(const std::string& path) {
   return buffer.str();
 }
 
-StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
-  nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) return Status::DataLoss(path + ": not valid JSON");
-  return json;
-}
-
 StatusOr<double> GetNumber(const nlohmann::json& obj, const std::string& key,
                            const std::string& context) {
   if (!obj.is_object() || !obj.contains(key) || obj[key].is_null()) {

@@ -4,14 +4,15 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "base/json.h"
 #include "base/status.h"
 
 namespace epserve::planner {
 
 // Reads a whole file into a string (IoError names the path).
 StatusOr<std::string> ReadTextFile(const std::string& path);
-// Parses a JSON file (DataLoss names the path and the parser's message).
-StatusOr<nlohmann::json> ReadJsonFile(const std::string& path);
+// JSON files are read with ReadJsonFile (base/json.h): "path: invalid JSON at line L, column C:
+// <reason>".
 
 // Number field `key` of `obj`; NotFound / InvalidArgument name `context`.`key`.
 StatusOr<double> GetNumber(const nlohmann::json& obj, const std::string& key,

@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "base/json.h"
 #include "base/timer.h"
 #include "runtime/lockstep.h"
 
@@ -137,9 +138,9 @@ StatusOr<std::vector<GenerateRequest>> ReadArrivals(const std::string& path,
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = path + ":" + std::to_string(n);
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
-      return Status::InvalidArgument(where + ": not a JSON object");
+    ASSIGN_OR_RETURN(nlohmann::json j, ParseJson(line, where));
+    if (!j.is_object())
+      return Status::InvalidArgument(where + ": expected a JSON object, got " + j.type_name());
     GenerateRequest g;
     g.max_tokens = default_max_tokens;
     g.sequence_id = static_cast<uint32_t>(out.size());

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/json.h"
 #include "text/jinja_eval.h"
 #include "text/jinja_parser.h"
 
@@ -75,10 +76,8 @@ StatusOr<ChatTemplate> LoadChatTemplate(const std::string& tokenizer_config_path
   if (!in) return Status::IoError(tokenizer_config_path + ": cannot open");
   std::stringstream buf;
   buf << in.rdbuf();
-  nlohmann::ordered_json config =
-      nlohmann::ordered_json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
-  if (config.is_discarded())
-    return Status::InvalidArgument(tokenizer_config_path + ": invalid JSON");
+  ASSIGN_OR_RETURN(nlohmann::ordered_json config,
+                   ParseOrderedJson(buf.str(), tokenizer_config_path));
   return ChatTemplateFromConfig(config, tokenizer_config_path);
 }
 

@@ -1,47 +1,6 @@
 #include "text/json_util.h"
 
-#include <fstream>
-#include <sstream>
-
 namespace epserve::text {
-
-StatusOr<nlohmann::json> ParseJson(std::string_view text, const std::string& name) {
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    // e.byte is 1-based: the byte at which the parser stopped.
-    const size_t byte = e.byte > 0 ? std::min<size_t>(e.byte - 1, text.size()) : 0;
-    size_t line = 1, column = 1;
-    for (size_t i = 0; i < byte; ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
-      }
-    }
-    std::string what = e.what();
-    // nlohmann's message starts with "[json.exception.parse_error.101] parse error at line...";
-    // keep the reason.
-    const size_t colon = what.find(": ", what.find("parse error"));
-    if (colon != std::string::npos) what = what.substr(colon + 2);
-    for (char& c : what) {
-      if (c == '\n' || c == '\r') c = ' ';
-    }
-    return Status::InvalidArgument(name + ": invalid JSON at line " + std::to_string(line) +
-                                   ", column " + std::to_string(column) + " (byte " +
-                                   std::to_string(byte) + "): " + what);
-  }
-}
-
-StatusOr<nlohmann::json> ReadJsonFile(const std::string& path, const std::string& name) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound(name + ": cannot open " + path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return Status::IoError(name + ": read failed: " + path);
-  return ParseJson(buffer.str(), name);
-}
 
 std::string JoinPath(const std::string& where, const char* key) {
   // A file name is followed by ": key"; a component path by ".key".

@@ -1,5 +1,5 @@
 // Reading the tokenizer's JSON files with one-line errors that name the file and the place:
-// "tokenizer.json: line 3, column 17 (byte 52): syntax error ..." for malformed JSON and
+// "tokenizer.json: invalid JSON at line 3, column 17: syntax error ..." for malformed JSON and
 // "tokenizer.json: model.merges[12]: expected a string" for a wrong type.
 #pragma once
 
@@ -7,14 +7,13 @@
 #include <string>
 #include <string_view>
 
+#include "base/json.h"
 #include "base/status.h"
 
 namespace epserve::text {
 
-// Parses `text`; `name` (e.g. "tokenizer.json") prefixes errors.
-StatusOr<nlohmann::json> ParseJson(std::string_view text, const std::string& name);
-// Reads and parses the file at `path`; errors are prefixed with `name`.
-StatusOr<nlohmann::json> ReadJsonFile(const std::string& path, const std::string& name);
+// Parsing itself (ParseJson, ReadJsonFile: "tokenizer.json: invalid JSON at line 3, column
+// 17: ...") is base/json.h's, shared with every other reader of outside JSON.
 
 // Typed field access; `where` is the path of `obj` ("tokenizer.json: model"), errors append the
 // key. Missing or null keys give `fallback`.

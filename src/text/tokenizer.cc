@@ -48,10 +48,10 @@ std::string CleanUpSpaces(std::string s) {
 StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& dir) {
   const std::string tokenizer_path = dir + "/tokenizer.json";
   const std::string config_path = dir + "/tokenizer_config.json";
-  ASSIGN_OR_RETURN(nlohmann::json tokenizer, ReadJsonFile(tokenizer_path, tokenizer_path));
+  ASSIGN_OR_RETURN(nlohmann::json tokenizer, ReadJsonFile(tokenizer_path));
   nlohmann::json config;
   if (std::filesystem::exists(config_path)) {
-    ASSIGN_OR_RETURN(config, ReadJsonFile(config_path, config_path));
+    ASSIGN_OR_RETURN(config, ReadJsonFile(config_path));
   }
   return FromJson(tokenizer, config, tokenizer_path, config_path);
 }

@@ -32,6 +32,10 @@ bad_config eps0 's/"rms_norm_eps": [^,]*/"rms_norm_eps": 0/'
 bad_config yarn0 's/"factor": [^,]*/"factor": 0/'
 bad_config mscale_neg 's/"mscale": [^,]*/"mscale": -1/'
 bad_config scaling_neg 's/"routed_scaling_factor": [^,]*/"routed_scaling_factor": -2.5/'
+bad_config no_hidden '/"hidden_size"/d'
+mkdir -p "$WORK/cfg_trunc" && ln -sf "$MODEL/model.safetensors" "$WORK/cfg_trunc/model.safetensors" &&
+  head -c 300 "$MODEL/config.json" >"$WORK/cfg_trunc/config.json"
+mkdir -p "$WORK/tok_trunc" && head -c 1000 "$MODEL/tokenizer.json" >"$WORK/tok_trunc/tokenizer.json"
 
 # A model whose layer 2 holds a NaN weight (generation must stop, naming the layer).
 mkdir -p "$WORK/nan_weight" && cp "$MODEL/config.json" "$MODEL/model.safetensors" "$WORK/nan_weight/" &&
@@ -62,7 +66,20 @@ q = dict(p, layers=[l for l in p['layers'] if l['layer'] != 3])
 json.dump(q, open(work + '/p_layers12.json', 'w'))
 q = dict(p, model=dict(p['model'], top_k=6))
 json.dump(q, open(work + '/p_top6.json', 'w'))
+q = dict(p)
+del q['topology']
+json.dump(q, open(work + '/p_no_topology.json', 'w'))
+q = dict(p, model={k: v for k, v in p['model'].items() if k != 'top_k'})
+json.dump(q, open(work + '/p_no_top_k.json', 'w'))
 PY
+head -c 400 "$WORK/p32.json" >"$WORK/p_trunc.json"
+# Truncated or malformed JSON elsewhere: a trace row, a trace header, arrivals, planner inputs.
+echo '{"layer": 1, "token": 0, "experts": [1, 2' >"$WORK/row_trunc.jsonl"
+(head -n 1 "$WORK/t32.trace" && head -n 2 "$WORK/t32.trace" | tail -n 1 | head -c 40 && echo) >"$WORK/header_trunc.trace"
+echo '{"step": 0, "prompt_ids": [1, 2}' >"$WORK/arrivals_bad_json.jsonl"
+printf '{\n  "gpus": [\n    {"name": "X",' >"$WORK/hw_trunc.json"
+echo '{"gpus": [{"name": "X"}]}' >"$WORK/hw_no_tflops.json"
+printf '{"factors": ' >"$WORK/eff_trunc.json"
 
 # Arrivals for generate with a sampling value out of range.
 echo '{"step": 0, "prompt_ids": [1, 2], "top_p": 2}' >"$WORK/arrivals_top_p.jsonl"
