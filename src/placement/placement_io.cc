@@ -196,6 +196,21 @@ Status SaveSglangPlacement(const Placement& placement,
                            const std::vector<std::vector<double>>& expert_load,
                            const std::string& path) {
   RETURN_IF_ERROR(ValidatePlacement(placement));
+  // The map's size, bounded before SglangPhysicalToLogical allocates it.
+  int64_t slots_per_rank = 1, num_rows = placement.model.num_hidden_layers;
+  for (const auto& layer : placement.layers) {
+    for (const auto& s : layer.slots) slots_per_rank = std::max<int64_t>(slots_per_rank, s.size());
+    num_rows = std::max<int64_t>(num_rows, layer.layer_id + 1);
+  }
+  const int64_t entries = num_rows * slots_per_rank * placement.topology.num_ranks();
+  if (entries > kMaxSglangMapEntries) {
+    return Status::InvalidArgument(
+        path + ": an SGLang map of " + std::to_string(num_rows) + " layers x " +
+        std::to_string(slots_per_rank * placement.topology.num_ranks()) +
+        " slots exceeds the limit of " + std::to_string(kMaxSglangMapEntries) +
+        " entries (model.num_hidden_layers " + std::to_string(placement.model.num_hidden_layers) +
+        ")");
+  }
   Json doc = {{"physical_to_logical_map", SglangPhysicalToLogical(placement, expert_load)}};
   return WriteFileAtomically(path, doc.dump() + "\n");
 }

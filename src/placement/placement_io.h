@@ -1,6 +1,7 @@
 // The placement file (docs/placement-format.md) and SGLang's expert-location JSON.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,8 @@ StatusOr<Placement> LoadPlacement(const std::string& path);
 // is [layer][expert] (may be empty: then by slot order).
 std::vector<std::vector<int>> SglangPhysicalToLogical(
     const Placement& placement, const std::vector<std::vector<double>>& expert_load);
+// SaveSglangPlacement refuses a map of more entries (layers x ranks x slots per rank) than this.
+inline constexpr int64_t kMaxSglangMapEntries = int64_t{1} << 26;
 Status SaveSglangPlacement(const Placement& placement,
                            const std::vector<std::vector<double>>& expert_load,
                            const std::string& path);

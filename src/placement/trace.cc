@@ -22,6 +22,12 @@ Status ModelShape::Validate() const {
         "hidden_size, moe_intermediate_size and num_hidden_layers "
         "must not be negative");
   }
+  // Layer ids are at most 1000000 (trace and placement files); the SGLang export allocates a
+  // row per decoder layer.
+  if (num_hidden_layers > 1000001) {
+    return Status::InvalidArgument("num_hidden_layers must be at most 1000001, got " +
+                                   std::to_string(num_hidden_layers));
+  }
   if (num_expert_groups < 1 || num_experts % num_expert_groups != 0) {
     return Status::InvalidArgument("num_expert_groups must divide num_experts, got " +
                                    std::to_string(num_expert_groups));

@@ -80,6 +80,15 @@ echo '{"step": 0, "prompt_ids": [1, 2}' >"$WORK/arrivals_bad_json.jsonl"
 printf '{\n  "gpus": [\n    {"name": "X",' >"$WORK/hw_trunc.json"
 echo '{"gpus": [{"name": "X"}]}' >"$WORK/hw_no_tflops.json"
 printf '{"factors": ' >"$WORK/eff_trunc.json"
+# Sizes from a header, bounded before anything is allocated: a trace claiming 2e9 decoder layers.
+/usr/bin/python3 - "$WORK" <<'PY' || { echo "setup: huge_layers.trace failed"; exit 1; }
+import sys
+work = sys.argv[1]
+raw = open(work + '/t32.trace', 'rb').read()
+key = b'"num_hidden_layers":4'
+assert key in raw
+open(work + '/huge_layers.trace', 'wb').write(raw.replace(key, b'"num_hidden_layers":2000000000', 1))
+PY
 
 # Arrivals for generate with a sampling value out of range.
 echo '{"step": 0, "prompt_ids": [1, 2], "top_p": 2}' >"$WORK/arrivals_top_p.jsonl"
