@@ -1,8 +1,12 @@
 #include "model/config.h"
 
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "base/json.h"
 
@@ -11,6 +15,22 @@ namespace epserve {
 namespace {
 
 using nlohmann::json;
+
+// Whether the JSON integer v is representable as T.
+template <typename T>
+bool FitsIn(const json& v) {
+  if (v.is_number_unsigned())
+    return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  const int64_t x = v.get<int64_t>();
+  return x >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+         (x < 0 ||
+          static_cast<uint64_t>(x) <= static_cast<uint64_t>(std::numeric_limits<T>::max()));
+}
+template <typename T>
+std::string RangeText() {
+  return "an integer in [" + std::to_string(std::numeric_limits<T>::min()) + ", " +
+         std::to_string(std::numeric_limits<T>::max()) + "]";
+}
 
 class FieldReader {
  public:
@@ -30,6 +50,8 @@ class FieldReader {
       *out = v.get<bool>();
     } else if constexpr (std::is_integral_v<T>) {
       if (!v.is_number_integer()) return Fail(name, "an integer", v);
+      // Range-checked: nlohmann's get<int>() would wrap 2^40 into a small or negative int.
+      if (!FitsIn<T>(v)) return Fail(name, RangeText<T>().c_str(), v);
       *out = v.get<T>();
     } else if constexpr (std::is_floating_point_v<T>) {
       if (!v.is_number()) return Fail(name, "a number", v);
@@ -114,18 +136,21 @@ StatusOr<ModelConfig> ModelConfig::Parse(const std::string& text, const std::str
   r.Get("tie_word_embeddings", &c.tie_word_embeddings, false);
   RETURN_IF_ERROR(r.status());
   if (j.contains("bos_token_id") && !j["bos_token_id"].is_null()) {
-    if (!j["bos_token_id"].is_number_integer())
-      return Status::InvalidArgument(path + ": bos_token_id must be an integer");
+    if (!j["bos_token_id"].is_number_integer() || !FitsIn<int>(j["bos_token_id"]))
+      return Status::InvalidArgument(path + ": bos_token_id must be an integer in [" +
+                                     std::to_string(INT_MIN) + ", " + std::to_string(INT_MAX) +
+                                     "], got " + j["bos_token_id"].dump());
     c.bos_token_id = j["bos_token_id"].get<int>();
   }
   if (j.contains("eos_token_id") && !j["eos_token_id"].is_null()) {
     const json& e = j["eos_token_id"];
-    bool ok = e.is_number_integer() || e.is_array();
-    if (e.is_number_integer()) c.eos_token_ids.push_back(e.get<int>());
+    auto is_int = [](const json& x) { return x.is_number_integer() && FitsIn<int>(x); };
+    bool ok = is_int(e) || e.is_array();
+    if (is_int(e)) c.eos_token_ids.push_back(e.get<int>());
     if (e.is_array())
       for (const json& x : e) {
-        ok = ok && x.is_number_integer();
-        if (x.is_number_integer()) c.eos_token_ids.push_back(x.get<int>());
+        ok = ok && is_int(x);
+        if (is_int(x)) c.eos_token_ids.push_back(x.get<int>());
       }
     if (!ok)
       return Status::InvalidArgument(path +

@@ -50,6 +50,28 @@ TEST(ConfigTest, ErrorsNameTheField) {
   EXPECT_NE(c.status().message().find("weight_block_size [64,64] is not supported"), std::string::npos);
 }
 
+// Integers too big for their field are errors, not values wrapped into a small or negative int.
+TEST(ConfigTest, IntegersOutOfRangeAreErrors) {
+  auto j = TinyJson();
+  j["num_hidden_layers"] = int64_t{1} << 40;
+  auto c = ModelConfig::Parse(j.dump(), "config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "config.json: field \"num_hidden_layers\" must be an integer in [-2147483648, "
+            "2147483647], got 1099511627776");
+  j = TinyJson();
+  j["hidden_size"] = uint64_t{18446744073709551615u};
+  EXPECT_FALSE(ModelConfig::Parse(j.dump(), "config.json").ok());
+  j = TinyJson();
+  j["eos_token_id"] = int64_t{1} << 33;
+  c = ModelConfig::Parse(j.dump(), "config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("eos_token_id must be an integer"), std::string::npos);
+  j = TinyJson();
+  j["bos_token_id"] = -(int64_t{1} << 40);
+  EXPECT_FALSE(ModelConfig::Parse(j.dump(), "config.json").ok());
+}
+
 TEST(ConfigTest, DeepSeekV3SoftmaxScale) {
   // V3: qk head dim 192, yarn factor 40, mscale_all_dim 1.0.
   auto j = TinyJson();

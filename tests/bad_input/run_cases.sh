@@ -31,6 +31,7 @@ bad_config eps_neg 's/"rms_norm_eps": [^,]*/"rms_norm_eps": -1/'
 bad_config eps0 's/"rms_norm_eps": [^,]*/"rms_norm_eps": 0/'
 bad_config yarn0 's/"factor": [^,]*/"factor": 0/'
 bad_config mscale_neg 's/"mscale": [^,]*/"mscale": -1/'
+bad_config layers_2e40 's/"num_hidden_layers": [^,]*/"num_hidden_layers": 1099511627776/'
 bad_config scaling_neg 's/"routed_scaling_factor": [^,]*/"routed_scaling_factor": -2.5/'
 bad_config no_hidden '/"hidden_size"/d'
 mkdir -p "$WORK/cfg_trunc" && ln -sf "$MODEL/model.safetensors" "$WORK/cfg_trunc/model.safetensors" &&
