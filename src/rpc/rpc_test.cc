@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <thread>
+
 #include "model/test_util.h"
 #include "rpc/engine_client.h"
 #include "rpc/engine_service.h"
@@ -32,7 +35,11 @@ class RpcTest : public ::testing::Test {
     pool_ = std::make_unique<ThreadPool>(1);
     model_ = std::make_unique<Model>(loaded_->config, *loaded_->weights, *pool_);
     engine_ = std::make_unique<Engine>(*model_, EngineOptions{.block_size = 16, .num_blocks = 32});
-    worker_ = std::make_unique<EngineWorker>(*engine_);
+    // At least 2 ms a step: the 400-token requests below must still be running when a test
+    // cancels them or shuts the service down, however fast this machine runs the tiny model.
+    worker_ = std::make_unique<EngineWorker>(*engine_, EngineWorkerOptions{.before_step = [] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }});
     service_ = EngineService::Start(*worker_, {}).value();
     client_ = std::make_unique<GrpcEngineGroup>("group 0",
                                                 "127.0.0.1:" + std::to_string(service_->port()));

@@ -101,7 +101,8 @@ CompletionSession::CompletionSession(ServeContext& ctx, CompletionParams params,
 
 CompletionSession::~CompletionSession() {
   if (!finished_) Cancel();
-  if (routed_.group >= 0) ctx_.router->Finished(routed_);
+  if (routed_.group >= 0)
+    ctx_.router->Finished(routed_, finished_ ? finish_ : FinishReason::kCancelled);
   --ctx_.num_sessions;
 }
 
@@ -115,7 +116,7 @@ bool CompletionSession::Resubmit(const std::string& why) {
   auto stream = std::make_shared<RequestStream>();
   StatusOr<RoutedRequest> again = ctx_.router->Submit(request_, stream, routed_.group);
   if (!again.ok()) return false;
-  ctx_.router->Finished(routed_);
+  ctx_.router->Finished(routed_, FinishReason::kError);
   routed_ = *again;
   stream_ = std::move(stream);
   ++retries_;

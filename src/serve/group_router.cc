@@ -22,6 +22,7 @@ GroupRouter::GroupRouter(std::vector<std::unique_ptr<EngineGroup>> groups,
       policy_(std::move(policy)),
       up_(groups_.size(), false),
       in_flight_(groups_.size(), 0),
+      finished_(groups_.size()),
       loads_(groups_.size()) {
   health_ = GuardedThread("the group health checker", [this] { HealthLoop(); });
 }
@@ -133,10 +134,11 @@ void GroupRouter::Cancel(const RoutedRequest& r, FinishReason count_as) {
   if (r.group >= 0 && r.group < num_groups()) groups_[r.group]->Cancel(r.id, count_as);
 }
 
-void GroupRouter::Finished(const RoutedRequest& r) {
+void GroupRouter::Finished(const RoutedRequest& r, FinishReason reason) {
   if (r.group < 0 || r.group >= num_groups()) return;
   std::lock_guard<std::mutex> lock(mu_);
   --in_flight_[r.group];
+  ++finished_[r.group][FinishReasonName(reason)];
 }
 
 int GroupRouter::num_up() const {
@@ -164,6 +166,7 @@ RouterMetrics GroupRouter::Metrics(bool refresh) {
     m.groups.push_back({.name = groups_[g]->name(),
                         .up = up_[g],
                         .in_flight = in_flight_[g],
+                        .finished = finished_[g],
                         .load = loads_[g],
                         .tree_tokens = policy_->tree_tokens(static_cast<int>(g))});
   m.decisions = decisions_;

@@ -44,7 +44,11 @@ struct RouterMetrics {
     std::string name;
     bool up = false;
     int64_t in_flight = 0;  // this router's requests not yet finished
-    WorkerMetrics load;     // the last Load answer
+    // This router's finished requests by the finish reason their client was given
+    // (FinishReasonName). The engine's own count (load.finished) can differ: a stop string
+    // found in the last tokens ends a request the engine already finished by length.
+    std::map<std::string, int64_t> finished;
+    WorkerMetrics load;  // the last Load answer
     int64_t tree_tokens = 0;
   };
   std::vector<Group> groups;
@@ -68,8 +72,8 @@ class GroupRouter {
   StatusOr<RoutedRequest> Submit(const EngineRequest& request,
                                  std::shared_ptr<RequestStream> stream, int exclude = -1);
   void Cancel(const RoutedRequest& r, FinishReason count_as);
-  // The request's last event arrived (or it was abandoned).
-  void Finished(const RoutedRequest& r);
+  // The request's last event arrived (or it was abandoned): `reason` is what its client was told.
+  void Finished(const RoutedRequest& r, FinishReason reason);
   // A group failed under a request: mark it down now rather than at the next health check.
   void ReportFailure(int group, const std::string& why);
 
@@ -90,12 +94,13 @@ class GroupRouter {
   std::unique_ptr<RoutingPolicy> policy_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<bool> up_;                      // guarded by mu_
-  std::vector<int64_t> in_flight_;            // guarded by mu_
-  std::vector<WorkerMetrics> loads_;          // guarded by mu_
-  std::map<std::string, int64_t> decisions_;  // guarded by mu_
-  int64_t retries_ = 0;                       // guarded by mu_
-  bool stop_ = false;                         // guarded by mu_
+  std::vector<bool> up_;                                  // guarded by mu_
+  std::vector<int64_t> in_flight_;                        // guarded by mu_
+  std::vector<std::map<std::string, int64_t>> finished_;  // guarded by mu_
+  std::vector<WorkerMetrics> loads_;                      // guarded by mu_
+  std::map<std::string, int64_t> decisions_;              // guarded by mu_
+  int64_t retries_ = 0;                                   // guarded by mu_
+  bool stop_ = false;                                     // guarded by mu_
   std::thread health_;
 };
 

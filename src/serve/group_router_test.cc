@@ -75,12 +75,16 @@ TEST(GroupRouter, RoundRobinsAndCountsInFlight) {
   EXPECT_EQ(m.groups[0].in_flight + m.groups[1].in_flight, 2);
   EXPECT_EQ(m.decisions["round_robin"], 2);
   EXPECT_EQ(m.groups[0].load.num_running, 7);
-  f.router->Finished(*a);
+  f.router->Finished(*a, FinishReason::kStop);
   f.router->Cancel(*b, FinishReason::kCancelled);
-  f.router->Finished(*b);
+  f.router->Finished(*b, FinishReason::kCancelled);
   m = f.router->Metrics();
   EXPECT_EQ(m.groups[0].in_flight + m.groups[1].in_flight, 0);
   EXPECT_EQ(f.fakes[b->group]->cancels, 1);
+  // Counted by the reason each client was given, whatever the engines counted.
+  EXPECT_EQ(m.groups[a->group].finished["stop"], 1);
+  EXPECT_EQ(m.groups[b->group].finished["cancelled"], 1);
+  EXPECT_EQ(m.groups[a->group].finished.count("cancelled"), 0u);
 }
 
 TEST(GroupRouter, RetriesARefusedSubmissionOnAnotherGroupAndMarksTheFirstDown) {

@@ -105,14 +105,15 @@ std::string ServeMetrics::Render(const RouterMetrics& r) const {
          "Prompt tokens the router's prefix tree attributes to the group.",
          [](const G& g) { return double(g.tree_tokens); });
   out +=
-      "# HELP epserve:request_success_total Requests finished in the engines, by finish reason.\n"
+      "# HELP epserve:request_success_total Requests finished, by the finish reason their client "
+      "was given.\n"
       "# TYPE epserve:request_success_total counter\n";
   for (size_t g = 0; g < r.groups.size(); ++g)
     for (const char* reason : {"stop", "length", "cancelled", "error"}) {
-      auto it = r.groups[g].load.finished.find(reason);
+      auto it = r.groups[g].finished.find(reason);
       out += "epserve:request_success_total{" + model + ",group=\"" + std::to_string(g) +
              "\",finished_reason=\"" + reason + "\"} " +
-             std::to_string(it == r.groups[g].load.finished.end() ? 0 : it->second) + "\n";
+             std::to_string(it == r.groups[g].finished.end() ? 0 : it->second) + "\n";
     }
   out +=
       "# HELP epserve:router_decisions_total Requests routed, by reason.\n"

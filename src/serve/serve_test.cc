@@ -125,7 +125,7 @@ TEST(ServeMetrics, NamesEveryMetricPerGroup) {
   r.groups[0].up = true;
   r.groups[0].load.num_running = 2;
   r.groups[1].load.generation_tokens = 17;
-  r.groups[1].load.finished["length"] = 3;
+  r.groups[1].finished["length"] = 3;
   r.groups[1].load.prefix_cache_queries = 8;
   r.groups[1].load.prefix_cache_hits = 2;
   r.decisions["cache_hit"] = 5;

@@ -38,7 +38,10 @@ assert 0 <= r["total_cached_tokens"] <= 6 * 64, r
 assert r["request_throughput"] > 0 and r["output_throughput"] > 0, r
 for key in ("ttft_ms", "e2e_ms", "tpot_ms", "itl_ms"):
     s = r[key]
-    assert s["count"] > 0 and 0 < s["median"] <= s["p90"] <= s["p99"] <= s["max"], (key, s)
+    # Events that reach the client in one read share a timestamp: an inter-token latency of 0
+    # is a real measurement (a fast server, a busy client), so only ITL's median may be 0.
+    low = 0 <= s["median"] if key == "itl_ms" else 0 < s["median"]
+    assert s["count"] > 0 and low and s["median"] <= s["p90"] <= s["p99"] <= s["max"] and s["max"] > 0, (key, s)
 assert r["ttft_ms"]["count"] == r["e2e_ms"]["count"] == 12, r
 assert r["ttft_ms"]["p99"] <= r["e2e_ms"]["max"], r
 print("bench serve: 12/12 completed, 96 output tokens, cached", r["total_cached_tokens"])
