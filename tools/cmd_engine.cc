@@ -9,7 +9,6 @@
 
 #include <atomic>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +23,7 @@
 #include "tools/command.h"
 #include "tools/engine_flags.h"
 #include "tools/flag_checks.h"
+#include "tools/stop_signal.h"
 
 namespace epserve::tools {
 
@@ -41,9 +41,6 @@ struct EngineCmdFlags {
   std::string placement;
   double timeout = 120;
 };
-
-std::atomic<int> g_stop_signal{0};
-void OnStopSignal(int sig) { g_stop_signal = sig; }
 
 // The group's address for the scheduler: PREFIX.G holds "host:port", written whole (rename).
 Status WritePortFile(const std::string& prefix, int group, const std::string& address) {
@@ -96,12 +93,12 @@ Status Serve(const EngineCmdFlags& f, EngineWorker& worker, int group, int dp,
   }
   std::atomic<bool> done{false};
   std::thread watch = GuardedThread("the signal watcher", [&] {
-    while (!done && g_stop_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (!done && StopSignal() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (!done) worker.RequestStop();
   });
   Status st = distributed ? worker.Run() : Status::Ok();
   if (!distributed) {
-    while (g_stop_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (StopSignal() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     worker.Shutdown();
   }
   done = true;
@@ -111,12 +108,7 @@ Status Serve(const EngineCmdFlags& f, EngineWorker& worker, int group, int dp,
 }
 
 Status RunEngine(const EngineCmdFlags& f) {
-  struct sigaction sa = {};
-  sa.sa_handler = OnStopSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  InstallStopSignalHandler(/*restart=*/false);
   if (f.port < 0 || f.port > 65535) return Status::InvalidArgument("--port must be in [0, 65535]");
   if (!(f.timeout > 0) || !std::isfinite(f.timeout))
     return Status::InvalidArgument("--timeout must be a positive number of seconds");

@@ -411,7 +411,7 @@ void RunCalibrate(const CalibrateFlags& f, CommandContext& ctx) {
   if (!same.ok()) return ReportError(ctx, same.message());
   StatusOr<Loaded> l = Load(f.common);
   if (!l.ok()) return ReportError(ctx, l.status().message());
-  StatusOr<std::string> text = ReadTextFile(f.measured);
+  StatusOr<std::string> text = planner::ReadTextFile(f.measured);
   if (!text.ok()) return ReportError(ctx, text.status().message());
   StatusOr<std::vector<MeasuredKernel>> samples = ParseMeasuredCsv(*text);
   if (!samples.ok()) return ReportError(ctx, f.measured + ": " + samples.status().message());

@@ -32,6 +32,7 @@
 #include "tools/engine_flags.h"
 #include "tools/engine_world.h"
 #include "tools/flag_checks.h"
+#include "tools/stop_signal.h"
 
 namespace epserve::tools {
 
@@ -61,11 +62,6 @@ struct ServeFlags {
   serve::RoutingOptions routing;
   int health_interval_ms = 500, health_timeout_ms = 1000;
 };
-
-// Set by the SIGINT/SIGTERM handler. A handler, not a blocked mask with sigwait: libraries
-// (OpenBLAS) start threads before main, and any of them could take a process signal.
-std::atomic<int> g_stop_signal{0};
-void OnStopSignal(int sig) { g_stop_signal = sig; }
 
 std::vector<std::string> Split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -112,9 +108,9 @@ void WatchSignals(const ServeFlags& f, serve::HttpServer* server, serve::ServeCo
                    status >= 0 ? "status" : "signal", status >= 0 ? status : -status);
       world_reported = true;
     }
-    if (g_stop_signal != 0) {
+    if (StopSignal() != 0) {
       std::fprintf(stderr, "epserve: signal %d, draining %d requests (up to %.0f s)\n",
-                   g_stop_signal.load(), ctx->num_sessions.load(), f.drain_timeout);
+                   StopSignal(), ctx->num_sessions.load(), f.drain_timeout);
       ctx->draining = true;
       auto until = [&](double seconds) {
         const auto deadline = std::chrono::steady_clock::now() +
@@ -136,13 +132,7 @@ void WatchSignals(const ServeFlags& f, serve::HttpServer* server, serve::ServeCo
 }
 
 Status RunServe(const ServeFlags& f) {
-  struct sigaction sa = {};
-  sa.sa_handler = OnStopSignal;
-  sa.sa_flags = SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  InstallStopSignalHandler(/*restart=*/true);
   if (f.max_body_bytes < 1) return Status::InvalidArgument("--max-body-bytes must be >= 1");
   if (f.max_concurrent < 1)
     return Status::InvalidArgument("--max-concurrent-requests must be >= 1");
