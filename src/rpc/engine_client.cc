@@ -88,11 +88,14 @@ class GrpcEngineGroup::Call : public grpc::ClientReadReactor<GenerateReply> {
                        .retryable = !saw_token_});
       }
     }
+    // Let go of this call (its ClientContext, which holds gRPC's call and a reference to the
+    // channel's completion queue) before the owner may see it done: ~GrpcEngineGroup waits for
+    // that and then destroys the channel, and a context still being destroyed on this gRPC
+    // thread then raced the queue's destruction (an ASan double free inside libgrpc).
     GrpcEngineGroup* owner = owner_;
-    std::shared_ptr<Call> keep = std::move(self_);  // `this` lives until the end of this call
-    std::lock_guard<std::mutex> lock(owner->mu_);
-    --owner->open_calls_;
-    owner->calls_done_.notify_all();
+    std::shared_ptr<Call> keep = std::move(self_);
+    keep.reset();  // may destroy `this`: nothing of it is used below
+    owner->CallEnded();
   }
 
  private:
@@ -118,6 +121,12 @@ GrpcEngineGroup::~GrpcEngineGroup() {
   Abort("the scheduler is shutting down");
   std::unique_lock<std::mutex> lock(mu_);
   calls_done_.wait_for(lock, std::chrono::seconds(5), [this] { return open_calls_ == 0; });
+}
+
+void GrpcEngineGroup::CallEnded() {
+  std::lock_guard<std::mutex> lock(mu_);
+  --open_calls_;
+  calls_done_.notify_all();
 }
 
 void GrpcEngineGroup::Register(RequestId id, std::shared_ptr<Call> call) {
@@ -160,17 +169,25 @@ void GrpcEngineGroup::Cancel(RequestId id, FinishReason count_as) {
     call->TryCancel();  // the engine cancels a request whose caller cancelled
     return;
   }
-  // Counted otherwise (a stop string ended it): say so; the stream then ends by itself.
+  // Counted otherwise (a stop string ended it): say so; the stream then ends by itself. An open
+  // call like the streams, so that the destructor waits for it (see Call::OnDone).
   struct Pending {
     grpc::ClientContext context;
     CancelRequest request;
     CancelReply reply;
   };
-  auto p = std::make_shared<Pending>();
+  auto* p = new Pending;
   p->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   p->request.set_request_id(id);
   p->request.set_count_as(FinishReasonName(count_as));
-  stubs_->stub->async()->Cancel(&p->context, &p->request, &p->reply, [p](grpc::Status) {});
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++open_calls_;
+  }
+  stubs_->stub->async()->Cancel(&p->context, &p->request, &p->reply, [this, p](grpc::Status) {
+    delete p;
+    CallEnded();
+  });
 }
 
 StatusOr<WorkerMetrics> GrpcEngineGroup::Load(std::chrono::milliseconds timeout) {

@@ -39,6 +39,7 @@ class GrpcEngineGroup : public EngineGroup {
   class Stubs;
   void Register(RequestId id, std::shared_ptr<Call> call);
   void Unregister(RequestId id);
+  void CallEnded();  // a call (stream or Cancel) and everything it held is gone
 
   std::string name_, address_;
   std::unique_ptr<Stubs> stubs_;
