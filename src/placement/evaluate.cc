@@ -87,6 +87,8 @@ LayerEvaluation EvaluateLayer(const LayerJob& job) {
   TrafficCounts& traffic = eval.traffic;
   std::vector<double> rank_load(num_ranks, 0.0);
   std::vector<int> dest_ranks, dest_nodes;
+  std::vector<int32_t> token_experts(k);
+  std::vector<int> token_ranks(k);
   for (int64_t t = 0; t < job.trace.num_tokens(); ++t) {
     const int src = job.schedule.src_rank[t];
     const int src_node = topo.NodeOf(src);
@@ -94,11 +96,13 @@ LayerEvaluation EvaluateLayer(const LayerJob& job) {
     const uint16_t* experts = job.trace.Experts(job.trace_layer, t);
     dest_ranks.clear();
     dest_nodes.clear();
+    token_experts.assign(experts, experts + k);
+    // The engine keys copies by (sequence, position) too, so a replay of an engine trace picks
+    // exactly the copies the engine picked.
+    job.router.PickRanks(job.placement_layer, token_experts, src,
+                         TokenKey(job.trace.sequence_id(t), job.trace.position(t)), token_ranks);
     for (int i = 0; i < k; ++i) {
-      // The engine keys copies by (sequence, position) too, so a replay of an engine trace
-      // picks exactly the copies the engine picked.
-      const int d = job.router.PickRank(job.placement_layer, experts[i], src,
-                                        TokenKey(job.trace.sequence_id(t), job.trace.position(t)));
+      const int d = token_ranks[i];
       ++c.expert_tokens[static_cast<size_t>(d) * n + experts[i]];
       rank_load[d] += 1;
       if (std::find(dest_ranks.begin(), dest_ranks.end(), d) == dest_ranks.end()) {

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <string>
 
+#include "placement/machine_load.h"
 #include "placement/mincut.h"
 #include "placement/rebalance.h"
 #include "placement/refine.h"
@@ -118,12 +119,34 @@ StatusOr<LayerPlacement> BuildRanks(const LayerProfile& profile, const TokenSets
   layer.copies.assign(n, {});
   std::vector<int> rank_of_home(n, -1);
   std::vector<std::pair<int, int>> replica_ranks;  // (expert, rank)
+  // What each machine receives from the others: under topology-aware routing, replayed through
+  // the router (a token's experts share machines); under weighted routing every copy takes its
+  // weight's share of all tokens, which the rank split's estimate below and the rebalancing
+  // already model.
+  std::vector<double> remote;
+  const bool topo = options.routing == RoutingPolicy::kTopology;
+  if (topo) {
+    std::vector<std::vector<MachineCopy>> machine_copies(n);
+    for (int e = 0; e < n; ++e) {
+      for (int m = 0; m < num_nodes; ++m) {
+        if (has[e][m]) {
+          machine_copies[e].push_back(
+              MachineCopy{.node = m, .weight = home[e] == m ? 1.0 : options.replica_weight});
+        }
+      }
+    }
+    remote = PredictRemoteArrivals(sets, machine_copies, num_nodes, options.routing);
+  }
   for (int m = 0; m < num_nodes; ++m) {
     std::vector<int> members;
     std::vector<double> served(n, 0.0);
     for (int e = 0; e < n; ++e) {
       if (!has[e][m]) continue;
       members.push_back(e);
+      if (topo) {
+        served[e] = profile.load[e] / num_nodes + remote[static_cast<size_t>(e) * num_nodes + m];
+        continue;
+      }
       int sources = 1;  // its own machine
       if (home[e] == m) {
         for (int o = 0; o < num_nodes; ++o) sources += o != m && !has[e][o];
@@ -158,7 +181,8 @@ StatusOr<LayerPlacement> BuildRanks(const LayerProfile& profile, const TokenSets
 
   // 5) Even the ranks of each machine out.
   if (options.rank_rebalance) {
-    *rebalance = RebalanceRanks(&layer, profile.load, topology, options.routing);
+    *rebalance =
+        RebalanceRanks(&layer, profile.load, topology, options.routing, topo ? &remote : nullptr);
   }
   return layer;
 }

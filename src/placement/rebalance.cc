@@ -11,8 +11,10 @@ namespace {
 
 // Adds `sign` times the pairs expert `copies` is predicted to bring to each rank. O(copies^2),
 // no allocation: it runs once per candidate move.
+// `remote`, when not null, is the expert's row of PredictRemoteArrivals (machine_load.h): what
+// each machine receives from the others, replacing the per-expert estimate below.
 void AddExpertShares(const std::vector<ExpertCopy>& copies, double load, const Topology& topology,
-                     RoutingPolicy policy, double sign, double* rank_load) {
+                     RoutingPolicy policy, const double* remote, double sign, double* rank_load) {
   double total_w = 0;
   for (const ExpertCopy& c : copies) total_w += c.weight;
   if (policy == RoutingPolicy::kWeighted || copies.size() == 1) {
@@ -44,8 +46,14 @@ void AddExpertShares(const std::vector<ExpertCopy>& copies, double load, const T
     // Its own rank's share, its weight's part of the machine's ranks without a copy, and its
     // weight's part of the machines without one.
     const double own_machine = per_source * (per_node - holders) * c.weight / node_w;
-    rank_load[c.rank] += sign * (per_source + own_machine + elsewhere * c.weight / total_w);
+    const double arriving =
+        remote ? remote[node] * c.weight / node_w : elsewhere * c.weight / total_w;
+    rank_load[c.rank] += sign * (per_source + own_machine + arriving);
   }
+}
+
+const double* RemoteRow(const std::vector<double>* remote, size_t e, const Topology& topology) {
+  return remote ? remote->data() + e * topology.num_nodes : nullptr;
 }
 
 bool Holds(const std::vector<int>& slots, int expert) {
@@ -88,18 +96,21 @@ void SetRank(std::vector<ExpertCopy>* copies, int from, int to) {
 
 std::vector<double> PredictRankLoads(const LayerPlacement& layer,
                                      const std::vector<double>& expert_load,
-                                     const Topology& topology, RoutingPolicy policy) {
+                                     const Topology& topology, RoutingPolicy policy,
+                                     const std::vector<double>* remote) {
   std::vector<double> load(topology.num_ranks(), 0.0);
   for (size_t e = 0; e < layer.copies.size(); ++e) {
-    AddExpertShares(layer.copies[e], expert_load[e], topology, policy, 1.0, load.data());
+    AddExpertShares(layer.copies[e], expert_load[e], topology, policy,
+                    RemoteRow(remote, e, topology), 1.0, load.data());
   }
   return load;
 }
 
 RebalanceReport RebalanceRanks(LayerPlacement* layer, const std::vector<double>& expert_load,
-                               const Topology& topology, RoutingPolicy policy) {
+                               const Topology& topology, RoutingPolicy policy,
+                               const std::vector<double>* remote) {
   RebalanceReport report;
-  std::vector<double> load = PredictRankLoads(*layer, expert_load, topology, policy);
+  std::vector<double> load = PredictRankLoads(*layer, expert_load, topology, policy, remote);
   const double total = std::accumulate(load.begin(), load.end(), 0.0);
   const double mean = total / topology.num_ranks();
   report.max_over_mean_before = mean > 0 ? *std::max_element(load.begin(), load.end()) / mean : 0.0;
@@ -135,15 +146,17 @@ RebalanceReport RebalanceRanks(LayerPlacement* layer, const std::vector<double>&
         // opposite shares), and only they are scored, so only they are copied.
         std::copy(load.begin() + first, load.begin() + first + per_node, trial.begin() + first);
         std::vector<ExpertCopy>& ce = layer->copies[a.e];
-        AddExpertShares(ce, expert_load[a.e], topology, policy, -1.0, trial.data());
+        const double* re = RemoteRow(remote, a.e, topology);
+        AddExpertShares(ce, expert_load[a.e], topology, policy, re, -1.0, trial.data());
         SetRank(&ce, a.from, a.to);
-        AddExpertShares(ce, expert_load[a.e], topology, policy, 1.0, trial.data());
+        AddExpertShares(ce, expert_load[a.e], topology, policy, re, 1.0, trial.data());
         SetRank(&ce, a.to, a.from);
         if (a.f >= 0) {
           std::vector<ExpertCopy>& cf = layer->copies[a.f];
-          AddExpertShares(cf, expert_load[a.f], topology, policy, -1.0, trial.data());
+          const double* rf = RemoteRow(remote, a.f, topology);
+          AddExpertShares(cf, expert_load[a.f], topology, policy, rf, -1.0, trial.data());
           SetRank(&cf, a.to, a.from);
-          AddExpertShares(cf, expert_load[a.f], topology, policy, 1.0, trial.data());
+          AddExpertShares(cf, expert_load[a.f], topology, policy, rf, 1.0, trial.data());
           SetRank(&cf, a.from, a.to);
         }
         const MachineScore s = Score(trial, first, per_node);
@@ -183,7 +196,7 @@ RebalanceReport RebalanceRanks(LayerPlacement* layer, const std::vector<double>&
       }
       SetRank(&layer->copies[a.e], a.from, a.to);
       // Recompute rather than accumulate, so rounding does not drift.
-      load = PredictRankLoads(*layer, expert_load, topology, policy);
+      load = PredictRankLoads(*layer, expert_load, topology, policy, remote);
     }
   }
   report.max_over_mean_after = *std::max_element(load.begin(), load.end()) / mean;

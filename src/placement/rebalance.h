@@ -22,11 +22,16 @@
 namespace epserve::placement {
 
 // Predicted token-expert pairs per rank for `layer` when expert e receives `expert_load[e]`
-// pairs, spread evenly over the source ranks, and routing follows `policy`.
+// pairs, spread evenly over the source ranks, and routing follows `policy`. `remote`, when
+// given, is PredictRemoteArrivals (machine_load.h) for the layer's machines: under topology-aware
+// routing the load a machine receives from the others then comes from replaying the profile
+// through the router instead of the per-expert estimate above (which assumes a token without a
+// copy on its machine takes the weighted choice among all copies, whatever its other experts).
 // REQUIRES: every expert has at least one copy, weights > 0, ranks within `topology`.
 std::vector<double> PredictRankLoads(const LayerPlacement& layer,
                                      const std::vector<double>& expert_load,
-                                     const Topology& topology, RoutingPolicy policy);
+                                     const Topology& topology, RoutingPolicy policy,
+                                     const std::vector<double>* remote = nullptr);
 
 struct RebalanceReport {
   int moves = 0;  // copies moved to another rank of their machine
@@ -44,7 +49,9 @@ struct RebalanceReport {
 // smallest and largest slot count the machine had before (the controlled sizes of the
 // grouping: memory per rank does not grow). Routing weights stay attached to their copies.
 // Deterministic.
+// `remote` as for PredictRankLoads; moves between the ranks of one machine do not change it.
 RebalanceReport RebalanceRanks(LayerPlacement* layer, const std::vector<double>& expert_load,
-                               const Topology& topology, RoutingPolicy policy);
+                               const Topology& topology, RoutingPolicy policy,
+                               const std::vector<double>* remote = nullptr);
 
 }  // namespace epserve::placement

@@ -63,6 +63,48 @@ TEST(RouterTest, TopologyWeighsWithinTheRemoteTier) {
   EXPECT_EQ(share[2] + share[3], 0.0);
 }
 
+// 4 machines x 1 rank, 4 experts, for the routing of a token's experts together:
+//   expert 0: rank 1 only
+//   expert 1: rank 2 (w 1), rank 1 (w 0.001)
+//   expert 2: ranks 1 and 3 (w 1 each)
+//   expert 3: ranks 2 and 3 (w 1 each)
+Placement FourMachines() {
+  Placement p = TestPlacement();
+  p.topology = Topology{4, 1};
+  LayerPlacement& layer = p.layers[0];
+  layer.slots = {{}, {0, 1, 2}, {1, 3}, {2, 3}};
+  layer.copies = {{{1, 1}}, {{2, 1}, {1, 0.001}}, {{1, 1}, {3, 1}}, {{2, 1}, {3, 1}}};
+  return p;
+}
+
+TEST(RouterTest, TopologyRoutesATokensExpertsToFewMachines) {
+  StatusOr<Router> router = Router::Create(FourMachines(), RoutingPolicy::kTopology);
+  ASSERT_TRUE(router.ok()) << router.status().message();
+  int to_rank_1 = 0;
+  for (uint64_t key = 0; key < 1000; ++key) {
+    std::vector<int> ranks(2);
+    // Expert 0 takes the token to machine 1 anyway; expert 1's light copy there serves it too,
+    // where on its own it would go home to machine 2.
+    router->PickRanks(0, std::vector<int32_t>{1, 0}, 0, key, ranks);
+    EXPECT_EQ(ranks, (std::vector<int>{1, 1}));
+    to_rank_1 += router->PickRank(0, 1, 0, key) == 1;
+    // Experts 2 and 3 share only machine 3: one machine instead of two.
+    router->PickRanks(0, std::vector<int32_t>{2, 3}, 0, key, ranks);
+    EXPECT_EQ(ranks, (std::vector<int>{3, 3}));
+    // Held on machine 2, expert 3 stays; expert 2 has no copy there and picks by weight.
+    router->PickRanks(0, std::vector<int32_t>{3, 2}, 2, key, ranks);
+    EXPECT_EQ(ranks[0], 2);
+    EXPECT_TRUE(ranks[1] == 1 || ranks[1] == 3);
+  }
+  EXPECT_LT(to_rank_1, 10);  // weight 0.001 of 1.001
+  // The picks for one token depend on the token's own experts only, not on a call before.
+  std::vector<int> a(2), b(2);
+  router->PickRanks(0, std::vector<int32_t>{2, 3}, 0, 7, a);
+  router->PickRanks(0, std::vector<int32_t>{0, 1}, 0, 7, b);
+  router->PickRanks(0, std::vector<int32_t>{2, 3}, 0, 7, b);
+  EXPECT_EQ(a, b);
+}
+
 TEST(RouterTest, WeightedIgnoresLocality) {
   StatusOr<Router> router = Router::Create(TestPlacement(), RoutingPolicy::kWeighted);
   ASSERT_TRUE(router.ok());

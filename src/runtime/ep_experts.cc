@@ -1,6 +1,7 @@
 #include "runtime/ep_experts.h"
 
 #include <cstring>
+#include <span>
 
 #include "base/timer.h"
 #include "kernels/ops.h"
@@ -28,13 +29,13 @@ Status EpExperts::Start(const RoutedBatch& b) {
   if (layer_idx < 0) return Status::InvalidArgument("placement has no entry for MoE layer " + std::to_string(b.layer));
   const int me = dispatcher_.rank();
   dest_.resize(b.num_tokens * b.top_k);
-  for (int64_t t = 0; t < b.num_tokens; ++t)
-    for (int k = 0; k < b.top_k; ++k) {
-      const int e = b.expert_ids[t * b.top_k + k];
-      // The same token always picks the same copy, here and in `place evaluate`.
-      const uint64_t key = b.token_keys ? b.token_keys[t] : (static_cast<uint64_t>(me) << 40) ^ static_cast<uint64_t>(t);
-      dest_[t * b.top_k + k] = router_.PickRank(layer_idx, e, me, key);
-    }
+  for (int64_t t = 0; t < b.num_tokens; ++t) {
+    // The same token always picks the same copies, here and in `place evaluate`; its experts are
+    // routed together (they share machines).
+    const uint64_t key = b.token_keys ? b.token_keys[t] : (static_cast<uint64_t>(me) << 40) ^ static_cast<uint64_t>(t);
+    router_.PickRanks(layer_idx, std::span<const int32_t>(b.expert_ids + t * b.top_k, b.top_k), me, key,
+                      std::span<int>(dest_.data() + t * b.top_k, b.top_k));
+  }
   Status st = dispatcher_.StartDispatch({.num_tokens = b.num_tokens, .x = b.x, .expert_ids = b.expert_ids,
                                          .weights = b.weights, .dest_rank = dest_.data()});
   times_.dispatch += NowSeconds() - t0;
