@@ -72,6 +72,7 @@ struct StrategyFlags {
   bool no_rank_rebalance = false;
   std::string machine_grouping = "nonuniform";
   std::string grouping = "metis";
+  std::string rank_grouping = "load";
   bool as_placed = false;
   double r = -1;
   uint64_t seed = 1;
@@ -101,6 +102,7 @@ struct EvaluateFlags {
   bool json = false;
   bool per_layer = false;
   int step_tokens = 1024;
+  uint64_t deal_seed = 0;
   CostModel cost;
 };
 
@@ -139,6 +141,12 @@ void AddStrategyOptions(CLI::App* cmd, StrategyFlags* f) {
                   "copies, copies that save the most of them) | spectral (SPEC §8: spectral "
                   "clustering, controlled sizes at the knee, load-skew replication)")
       ->check(CLI::IsMember({"metis", "spectral"}))
+      ->capture_default_str();
+  cmd->add_option("--rank-grouping", f->rank_grouping,
+                  "grace (metis): how each machine's experts are split over its ranks: load "
+                  "(heaviest first onto the lightest rank; evens each step's load) | affinity "
+                  "(METIS on the co-activation graph; fewer NVLink copies, burstier ranks)")
+      ->check(CLI::IsMember({"load", "affinity"}))
       ->capture_default_str();
   cmd->add_flag("--as-placed", f->as_placed,
                 "grace: write what the grouping placed; without it each layer gets the "
@@ -179,6 +187,7 @@ GraceOptions MakeGraceOptions(const StrategyFlags& f) {
   g.rank_rebalance = !f.no_rank_rebalance;
   g.seed = f.seed;
   g.grouping = f.grouping == "spectral" ? Grouping::kSpectral : Grouping::kMinCut;
+  g.rank_grouping = f.rank_grouping == "affinity" ? RankGrouping::kAffinity : RankGrouping::kLoad;
   g.machine_grouping = f.machine_grouping == "controlled" ? MachineGrouping::kControlled
                                                           : MachineGrouping::kNonUniform;
   return g;
@@ -261,6 +270,7 @@ void RunCompare(const EvaluateFlags& flags, CommandContext& ctx) {
   options.redundant = flags.common.no_replication ? 0 : flags.redundant;
   options.evaluate.cost = flags.cost;
   options.evaluate.step_tokens_per_rank = flags.step_tokens;
+  options.evaluate.deal_seed = flags.deal_seed;
   options.num_threads = flags.common.threads;
   if (!flags.routing.empty()) {
     return ReportError(ctx, "with --compare, give routing per variant (e.g. eplb+topo)");
@@ -321,6 +331,7 @@ void RunEvaluate(const EvaluateFlags& flags, CommandContext& ctx) {
   EvaluateOptions options;
   options.cost = flags.cost;
   options.step_tokens_per_rank = flags.step_tokens;
+  options.deal_seed = flags.deal_seed;
   options.num_threads = flags.common.threads;
   if (!flags.routing.empty()) {
     StatusOr<RoutingPolicy> routing = ParseRoutingPolicy(flags.routing);
@@ -402,6 +413,10 @@ void RegisterPlaceCommand(CLI::App& app, CommandContext& ctx) {
   eval->add_flag("--per-layer", ef->per_layer, "--compare: also print per-layer tables");
   eval->add_option("--step-tokens", ef->step_tokens, "tokens per rank per all-to-all step")
       ->check(IntRange(1, 1 << 30))
+      ->capture_default_str();
+  eval->add_option("--deal-seed", ef->deal_seed,
+                   "0: sequence i starts on rank i mod R; else the sequences are shuffled by this "
+                   "seed first (another deal of the same prompts to the ranks)")
       ->capture_default_str();
   eval->add_option("--expert-tflops", ef->cost.expert_tflops, "achieved expert GEMM TFLOP/s")
       ->check(PositiveReal())

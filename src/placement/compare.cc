@@ -35,6 +35,8 @@ StatusOr<VariantSpec> ParseVariant(const std::string& name) {
     } else if (strategy == Strategy::kGrace && (s == "metis" || s == "spectral")) {
       spec.place.grace.grouping = s == "metis" ? Grouping::kMinCut : Grouping::kSpectral;
       spec.grouping_set = true;
+    } else if (strategy == Strategy::kGrace && s == "affranks") {
+      spec.place.grace.rank_grouping = RankGrouping::kAffinity;
     } else if (strategy == Strategy::kGrace && s == "asis") {
       spec.place.selection = Selection::kAsPlaced;
     } else if (strategy == Strategy::kGrace && s == "mknee") {
@@ -57,6 +59,7 @@ std::vector<std::string> AllVariants() {
           "grace+metis+asis",
           "grace+metis+norep+asis",
           "grace+metis+norebal+asis",
+          "grace+metis+affranks+asis",
           "grace+spectral+asis",
           "grace+spectral+norep+asis",
           "grace+spectral+nomrep+asis",

@@ -3,9 +3,10 @@
 //
 // A variant is a strategy name with optional switches joined by '+':
 //   contiguous | eplb[+hierarchical|+global][+topo]
-//   | grace[+metis|+spectral][+asis][+norep|+nomrep][+norebal][+mknee][+wrr]
+//   | grace[+metis|+spectral][+asis][+norep|+nomrep][+norebal][+affranks][+mknee][+wrr]
 // e.g. "eplb+global+topo" or "grace+norep" (no replication) or "grace+nomrep" (no machine-level
-// replication, only the rank-level step) or "grace+norebal" (no rank-level rebalancing);
+// replication, only the rank-level step) or "grace+norebal" (no rank-level rebalancing) or
+// "grace+affranks" (min-cut: each machine's ranks split by affinity, not by load);
 // "+metis" / "+spectral" pick the grouping (default metis) and "+asis" writes what that grouping
 // placed instead of the per-layer best candidate on the profile (place.h, Selection). Unless
 // `redundant` is set, every eplb variant gets, layer by layer, as many extra copies as the first

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "base/thread_pool.h"
 #include "placement/router.h"
@@ -20,10 +22,18 @@ struct TokenSchedule {
   int num_steps = 0;
 };
 
-TokenSchedule Schedule(const Trace& trace, int num_ranks, int step_tokens) {
+TokenSchedule Schedule(const Trace& trace, int num_ranks, int step_tokens, uint64_t deal_seed) {
   TokenSchedule s;
+  std::vector<uint32_t> order = trace.SequenceOrder();
+  if (deal_seed != 0) {
+    // Fisher-Yates with the project's hash, so every platform deals alike.
+    for (size_t i = order.size(); i > 1; --i) {
+      const size_t j = MixHash(deal_seed * 0x9e3779b97f4a7c15ULL + i) % i;
+      std::swap(order[i - 1], order[j]);
+    }
+  }
   std::unordered_map<uint32_t, int> seq_index;
-  for (uint32_t id : trace.SequenceOrder()) {
+  for (uint32_t id : order) {
     const int idx = static_cast<int>(seq_index.size());
     seq_index[id] = idx;
   }
@@ -275,8 +285,8 @@ StatusOr<Evaluation> Evaluate(const Placement& placement, const Trace& trace,
   if (trace.num_tokens() == 0) return Status::InvalidArgument("the evaluation trace is empty");
   ASSIGN_OR_RETURN(Router router,
                    Router::Create(placement, options.routing.value_or(placement.routing)));
-  const TokenSchedule schedule =
-      Schedule(trace, placement.topology.num_ranks(), options.step_tokens_per_rank);
+  const TokenSchedule schedule = Schedule(trace, placement.topology.num_ranks(),
+                                          options.step_tokens_per_rank, options.deal_seed);
 
   std::vector<std::pair<int, int>> shared;  // (trace layer, placement layer)
   for (int l = 0; l < trace.num_layers(); ++l) {

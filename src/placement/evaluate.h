@@ -53,6 +53,10 @@ struct EvaluateOptions {
   std::optional<RoutingPolicy> routing;
   int num_threads = 1;
   std::function<void(int done, int total)> progress;  // layers; from the calling thread
+  // 0: sequence i (in order of first appearance) starts on rank i mod R, as the header says.
+  // Otherwise the sequences are shuffled by this seed first: another deal of the same prompts
+  // to the ranks (the selection in place.h averages over several).
+  uint64_t deal_seed = 0;
 };
 
 struct TrafficCounts {

@@ -31,6 +31,12 @@ enum class Grouping {
   kMinCut,    // METIS min-cut, then local search on the profiled connectivity (grace_mincut.h)
 };
 
+// Min-cut grouping: how each machine's experts are split over its ranks.
+enum class RankGrouping {
+  kLoad,      // by load alone, heaviest first onto the lightest rank (evens each step's load)
+  kAffinity,  // METIS on the co-activation graph, like the machines (fewer NVLink copies)
+};
+
 struct GraceOptions {
   Grouping grouping = Grouping::kMinCut;
   // Min-cut grouping: allowed part load over the mean for machines and for the ranks of a
@@ -43,8 +49,10 @@ struct GraceOptions {
   double replica_weight = 1e-3;
   // Min-cut grouping: METIS starts per split (each refined; the lowest connectivity wins).
   int num_starts = 2;
-  // Min-cut grouping: passes of the connectivity search over the ranks of a machine (it only
-  // shapes NVLink traffic there, and costs ranks_per_node times more per move); 0: METIS alone.
+  RankGrouping rank_grouping = RankGrouping::kLoad;
+  // Min-cut grouping, kAffinity: passes of the connectivity search over the ranks of a machine (it
+  // only shapes NVLink traffic there, and costs ranks_per_node times more per move); 0: METIS
+  // alone.
   int rank_refine_passes = 0;
   // Min-cut grouping: also build the layer with the same machines and only the first
   // i * copies / copy_variants of its copies (in the order chosen), i = 0 .. copy_variants - 1:

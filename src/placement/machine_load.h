@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "placement/placement.h"
+#include "placement/router.h"
 #include "placement/token_sets.h"
 
 namespace epserve::placement {
@@ -21,6 +22,16 @@ struct MachineCopy {
   int node = 0;
   double weight = 1.0;
 };
+
+// The router between machines: the layer with one rank per machine, rank m holding machine m's
+// copies (router.h routes between machines the same whichever rank of a machine holds a copy).
+// Layer index 0. REQUIRES: as for PredictRemoteArrivals.
+Router MachineRouter(const std::vector<std::vector<MachineCopy>>& copies, int top_k, int num_nodes,
+                     RoutingPolicy policy);
+
+// The key of the sample PredictRemoteArrivals and the copy planner route set `s` from machine
+// `src` with (a fixed one, so that repeated replays agree).
+uint64_t SetRoutingKey(int s, int src);
 
 // remote[e * num_nodes + m]: the profiled load (token-expert pairs) machine m serves for expert e
 // from tokens held on other machines, when every set's tokens start evenly on every machine

@@ -61,6 +61,9 @@ Status PlaceOptions::Validate(const Trace& trace) const {
   if (grace.max_extra_copies < 0) {
     return Status::InvalidArgument("extra copy cap must not be negative");
   }
+  if (selection_deals < 1 || selection_deals > 1000) {
+    return Status::InvalidArgument("selection deals must be in [1, 1000]");
+  }
   if (num_threads < 1 || num_threads > 1024) {
     return Status::InvalidArgument("threads must be in [1, 1024]");
   }
@@ -208,17 +211,23 @@ StatusOr<PlaceResult> Place(const Trace& profile, const PlaceOptions& options) {
     candidates.push_back(std::move(rival.placement));
     report.candidates.push_back(name);
   }
-  const EvaluateOptions eval{.cost = options.cost,
-                             .step_tokens_per_rank = options.step_tokens_per_rank,
-                             .routing = chosen.routing,
-                             .num_threads = options.num_threads};
   const int num_layers = static_cast<int>(chosen.layers.size());
   report.time_us.assign(candidates.size(), std::vector<double>(num_layers, 0.0));
-  for (size_t c = 0; c < candidates.size(); ++c) {
-    ASSIGN_OR_RETURN(Evaluation ev, Evaluate(candidates[c], profile, eval));
-    for (const LayerEvaluation& le : ev.layers) {
-      const int l = chosen.LayerIndex(le.layer_id);
-      if (l >= 0) report.time_us[c][l] = le.time_us;
+  // One deal of the profile's prompts to the ranks makes a noisy per-layer time (the slowest
+  // rank of a handful of steps); the mean over several deals is what a layer costs whichever
+  // prompts land where.
+  for (int d = 0; d < options.selection_deals; ++d) {
+    const EvaluateOptions eval{.cost = options.cost,
+                               .step_tokens_per_rank = options.step_tokens_per_rank,
+                               .routing = chosen.routing,
+                               .num_threads = options.num_threads,
+                               .deal_seed = static_cast<uint64_t>(d)};
+    for (size_t c = 0; c < candidates.size(); ++c) {
+      ASSIGN_OR_RETURN(Evaluation ev, Evaluate(candidates[c], profile, eval));
+      for (const LayerEvaluation& le : ev.layers) {
+        const int l = chosen.LayerIndex(le.layer_id);
+        if (l >= 0) report.time_us[c][l] += le.time_us / options.selection_deals;
+      }
     }
   }
   report.chosen.assign(num_layers, 0);
