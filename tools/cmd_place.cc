@@ -374,7 +374,7 @@ void RegisterPlaceCommand(CLI::App& app, CommandContext& ctx) {
   place->add_option("--out", pf->out, "placement file to write");
   place
       ->add_option("--redundant", pf->redundant,
-                   "eplb: extra copies per layer; grace (metis): this many per layer (0: a third "
+                   "eplb: extra copies per layer; grace (metis): this many per layer (0: half "
                    "of the experts); grace (spectral): at most this many (0: no cap)")
       ->check(AtLeast(0))
       ->capture_default_str();

@@ -85,6 +85,38 @@ TEST(EvaluateTest, StepsSplitEachRanksTokens) {
   EXPECT_EQ(eval->total.traffic.rank_local, 5);
 }
 
+TEST(EvaluateTest, ADealSeedDealsTheSameSequencesToOtherRanks) {
+  // 8 one-token sequences on 2 x 1 ranks (rank 0 holds experts 0-1, rank 1 experts 2-3):
+  // sequences 0-3 use experts {0, 1}, 4-7 use {2, 3}. In trace order sequence i starts on rank
+  // i % 2, so half of each kind stays home.
+  Trace trace(Shape(), {1}, GateWeights::kAbsent);
+  for (uint32_t seq = 0; seq < 8; ++seq) {
+    const uint16_t lo[] = {0, 1}, hi[] = {2, 3};
+    ASSERT_TRUE(trace.AddToken(seq, 0, seq < 4 ? lo : hi, nullptr).ok());
+  }
+  Placement p;
+  p.topology = Topology{2, 1};
+  p.model = Shape();
+  p.layers.push_back(PlaceContiguousLayer(1, 4, 2));
+  StatusOr<Evaluation> in_order = Evaluate(p, trace, EvaluateOptions{});
+  ASSERT_TRUE(in_order.ok());
+  EXPECT_EQ(in_order->total.traffic.machine_local, 4);
+  EXPECT_EQ(in_order->total.traffic.machine_cross, 4);
+  bool other_deal = false;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    StatusOr<Evaluation> dealt = Evaluate(p, trace, EvaluateOptions{.deal_seed = seed});
+    ASSERT_TRUE(dealt.ok());
+    // The same tokens, four per rank, each needing one machine.
+    EXPECT_EQ(dealt->total.traffic.machine_cross + dealt->total.traffic.machine_local, 8);
+    EXPECT_DOUBLE_EQ(dealt->total.load.mean, in_order->total.load.mean);
+    StatusOr<Evaluation> again = Evaluate(p, trace, EvaluateOptions{.deal_seed = seed});
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->total.traffic.machine_local, dealt->total.traffic.machine_local);
+    other_deal |= dealt->total.traffic.machine_local != in_order->total.traffic.machine_local;
+  }
+  EXPECT_TRUE(other_deal) << "no seed dealt the sequences differently";
+}
+
 TEST(EvaluateTest, RejectsMismatchedTrace) {
   Trace trace(Shape(), {1}, GateWeights::kAbsent);
   const uint16_t e[] = {0, 1};

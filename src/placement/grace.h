@@ -85,9 +85,11 @@ struct GraceOptions {
   int kmeans_restarts = 8;
 };
 
-// Extra copies per layer the min-cut grouping makes unless told: a third of the experts (21 of
-// DeepSeek-V2-Lite's 64, about what the spectral variant's formulas give on 2 x 4).
-inline int DefaultExtraCopies(int num_experts) { return num_experts / 3; }
+// Extra copies per layer the min-cut grouping makes unless told: half the experts (32 of
+// DeepSeek-V2-Lite's 64). Copies cost memory, not modeled time, and on the V2-Lite traces each
+// step from a third to a half cut the cross-machine copies by a further 8-10 points
+// (docs/placement-results.md, the budget table); EPLB compared at the same budget gains little.
+inline int DefaultExtraCopies(int num_experts) { return num_experts / 2; }
 
 // InvalidArgument unless every rank can hold an expert.
 Status CheckExpertsCoverRanks(int num_experts, const Topology& topology);

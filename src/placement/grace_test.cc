@@ -220,7 +220,8 @@ TEST(GraceTest, MachineLevelStepCopiesTheHotMachinesExpertsToTheOtherMachine) {
   // Without the machine-level step, only the rank-level copies are made.
   GraceOptions no_machine;
   no_machine.machine_replication = false;
-  StatusOr<GraceLayerResult> only_ranks = PlaceGraceLayer(FourCliques(), Topology{2, 2}, no_machine);
+  StatusOr<GraceLayerResult> only_ranks =
+      PlaceGraceLayer(FourCliques(), Topology{2, 2}, no_machine);
   ASSERT_TRUE(only_ranks.ok());
   EXPECT_EQ(only_ranks->report.machine_replication.heaviest_node, -1);
   EXPECT_EQ(only_ranks->layer.NumExtraCopies(), 1);

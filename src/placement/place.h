@@ -57,7 +57,7 @@ struct PlaceOptions {
   int step_tokens_per_rank = 1024;
   // Deals of the profile's prompts to the ranks the selection averages each candidate's modeled
   // time over (the first in trace order, the others shuffled; EvaluateOptions::deal_seed).
-  int selection_deals = 8;
+  int selection_deals = 4;
 
   Status Validate(const Trace& trace) const;
 };

@@ -1,9 +1,10 @@
 // The acceptance check of GRACE-MoE placement on the real DeepSeek-V2-Lite routing traces:
 // profile on the first half of the prompts, evaluate on the second, for 2 x 4, 4 x 4 and 2 x 8
 // ranks, with eplb given as many extra copies as grace makes, layer by layer. Exits non-zero
-// unless, on every topology, grace sends fewer tokens across machines than contiguous and every
-// eplb mode, has a lower modeled layer time than all of them and keeps max/mean rank load <= 1.2
-// (docs/placement-results.md).
+// unless, on every topology, grace (the placement `place` writes, default options) sends at
+// least 35% fewer (token, machine) copies across machines than the best eplb row and fewer than
+// contiguous, has a lower modeled layer time than all of them and keeps max/mean rank load
+// <= 1.2 (issue 17; docs/placement-results.md).
 // Usage: placement_real_trace_check <folder of prompt_*.csv>
 #include <cstdint>
 #include <cstdio>
@@ -29,8 +30,6 @@ bool Check(const std::vector<CompareRow>& rows, const std::string& topo) {
   const CompareRow* grace = Find(rows, "grace");
   bool ok = grace != nullptr;
   if (grace == nullptr) return false;
-  // Reported, not required: how far below the best EPLB row grace's cross-machine copies are
-  // (issue 17 aims at 35%), and its rank balance (required: max/mean <= 1.2).
   int64_t best_eplb = -1;
   for (const CompareRow& r : rows) {
     if (r.label.rfind("eplb", 0) != 0) continue;
@@ -39,12 +38,13 @@ bool Check(const std::vector<CompareRow>& rows, const std::string& topo) {
   }
   const LayerEvaluation& gt = grace->evaluation.total;
   const bool balanced = gt.load.max_over_mean() <= 1.2;
+  const double fewer = 1.0 - static_cast<double>(gt.traffic.machine_cross) / best_eplb;
   std::printf(
-      "%s: grace sends %.1f%% fewer cross-machine copies than the best eplb row; rank "
-      "max/mean %.3f (%s, bound 1.2)\n",
-      topo.c_str(), 100.0 * (1.0 - static_cast<double>(gt.traffic.machine_cross) / best_eplb),
-      gt.load.max_over_mean(), balanced ? "ok" : "FAIL");
-  ok = ok && balanced;
+      "%s: grace sends %.1f%% fewer cross-machine copies than the best eplb row (%s, goal 35%%); "
+      "rank max/mean %.3f (%s, bound 1.2)\n",
+      topo.c_str(), 100.0 * fewer, fewer >= 0.35 ? "ok" : "FAIL", gt.load.max_over_mean(),
+      balanced ? "ok" : "FAIL");
+  ok = ok && balanced && fewer >= 0.35;
   for (const char* rival : {"contiguous", "eplb+hierarchical", "eplb+global", "eplb+global+topo"}) {
     const CompareRow* other = Find(rows, rival);
     if (grace == nullptr || other == nullptr) return false;
@@ -89,6 +89,7 @@ int main(int argc, char** argv) {
     CompareOptions options;
     options.topology = topo;
     options.variants = AllVariants();
+    options.num_threads = 2;  // the result does not depend on it
     epserve::StatusOr<std::vector<CompareRow>> rows =
         Compare(split->profile, split->holdout, options);
     if (!rows.ok()) {

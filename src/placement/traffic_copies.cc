@@ -28,7 +28,7 @@ TrafficCopiesResult PlanTrafficCopies(const TokenSets& sets, const TrafficCopies
   std::vector<double> value(static_cast<size_t>(n) * m_count, 0.0);
   double cross = 0;
   std::vector<int32_t> experts(k);
-  std::vector<int> visited;
+  std::vector<int> visited, old_route(k);
   // Adds `sign` times what (s, src) contributes to the traffic, the machine loads and the values.
   auto account = [&](int s, int src, double sign) {
     const int* r = route.data() + (static_cast<size_t>(s) * m_count + src) * k;
@@ -94,6 +94,13 @@ TrafficCopiesResult PlanTrafficCopies(const TokenSets& sets, const TrafficCopies
     const Router router = MachineRouter(copies, k, m_count, RoutingPolicy::kTopology);
     for (int s : sets.SetsOf(best_e)) {
       for (int src = 0; src < m_count; ++src) {
+        // Most of these sets' routes do not change (the copy is on neither their machine nor
+        // one they visit): only a changed route is accounted again.
+        int* r = route.data() + (static_cast<size_t>(s) * m_count + src) * k;
+        std::copy(r, r + k, old_route.begin());
+        reroute(router, s, src);
+        if (std::equal(r, r + k, old_route.begin())) continue;
+        std::copy(old_route.begin(), old_route.end(), r);
         account(s, src, -1.0);
         reroute(router, s, src);
         account(s, src, 1.0);
