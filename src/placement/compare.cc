@@ -81,6 +81,9 @@ StatusOr<std::vector<CompareRow>> Compare(const Trace& profile, const Trace& hol
         parsed.grace.machine_replication && options.grace.machine_replication;
     spec.place.grace.rank_rebalance = parsed.grace.rank_rebalance && options.grace.rank_rebalance;
     if (spec.grouping_set) spec.place.grace.grouping = parsed.grace.grouping;
+    if (parsed.grace.rank_grouping == RankGrouping::kAffinity) {
+      spec.place.grace.rank_grouping = RankGrouping::kAffinity;
+    }
     spec.place.selection = parsed.selection;
     spec.place.cost = options.evaluate.cost;
     spec.place.step_tokens_per_rank = options.evaluate.step_tokens_per_rank;

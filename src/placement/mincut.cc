@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <string>
 
 namespace epserve::placement {
@@ -84,6 +85,11 @@ StatusOr<MinCutResult> MinCutPartition(const std::vector<double>& affinity, int 
     opts[METIS_OPTION_NUMBERING] = 0;
     opts[METIS_OPTION_UFACTOR] = 1;
     idx_t objval = 0;
+    // METIS 5.1 draws from one process-wide random state that each call reseeds; two calls at
+    // once (layers placed in parallel) interleave their draws, and the partition would depend on
+    // the thread count and timing. One call at a time keeps it a function of its input.
+    static std::mutex metis_mutex;
+    std::lock_guard<std::mutex> metis_lock(metis_mutex);
     const int rc = METIS_PartGraphKway(&nvtxs, &ncon_i, xadj.data(), adjncy.data(), vwgt.data(),
                                        nullptr, adjwgt.empty() ? nullptr : adjwgt.data(), &nparts,
                                        nullptr, ubvec.data(), opts, &objval, part.data());

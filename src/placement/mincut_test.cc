@@ -219,6 +219,35 @@ TEST(GraceMinCutTest, RanksSplitByLoadSpreadCoActivatedExperts) {
 namespace epserve::placement {
 namespace {
 
+// Layers are placed in parallel; the placement must not depend on how many threads do it (METIS
+// keeps one process-wide random state, so concurrent calls once made it depend on timing).
+TEST(ChooseByModelTest, PlacementDoesNotDependOnTheThreadCount) {
+  const ModelShape shape{.name = "mid",
+                         .num_experts = 32,
+                         .top_k = 4,
+                         .hidden_size = 1024,
+                         .moe_intermediate_size = 512,
+                         .num_hidden_layers = 9};
+  const Trace trace = MakeSyntheticTrace(SyntheticTraceOptions{.shape = shape,
+                                                               .num_layers = 8,
+                                                               .num_tokens = 4096,
+                                                               .num_sequences = 64,
+                                                               .num_clusters = 4,
+                                                               .in_cluster = 0.7,
+                                                               .seed = 5});
+  auto place = [&](int threads) {
+    PlaceOptions options{.topology = Topology{4, 2}, .strategy = Strategy::kGrace};
+    options.num_threads = threads;
+    StatusOr<PlaceResult> r = Place(trace, options);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    std::vector<std::vector<std::vector<int>>> slots;
+    for (const LayerPlacement& l : r->placement.layers) slots.push_back(l.slots);
+    return slots;
+  };
+  const auto one = place(1);
+  for (int round = 0; round < 3; ++round) EXPECT_EQ(place(4), one) << "round " << round;
+}
+
 // A small-expert model: the chosen placement (grace, selected by the modeled time on the
 // profile) is never slower than contiguous, on the profile by construction and on a held-out
 // half drawn from the same distribution, over several seeds and topologies.
