@@ -74,6 +74,7 @@ struct StrategyFlags {
   std::string grouping = "metis";
   std::string rank_grouping = "load";
   bool as_placed = false;
+  int selection_deals = 4;
   double r = -1;
   uint64_t seed = 1;
   int threads = 1;
@@ -152,6 +153,12 @@ void AddStrategyOptions(CLI::App* cmd, StrategyFlags* f) {
                 "grace: write what the grouping placed; without it each layer gets the "
                 "candidate (grace, the min-cut machines without copies, eplb with the same copies, "
                 "contiguous) with the lowest modeled time on the profile");
+  cmd->add_option("--selection-deals", f->selection_deals,
+                  "grace: deals of the profile's prompts to the ranks over which each candidate's "
+                  "modeled time is averaged before the per-layer choice (one deal's time is the "
+                  "slowest rank of a few steps, i.e. noisy)")
+      ->check(IntRange(1, 1000))
+      ->capture_default_str();
   cmd->add_option("--seed", f->seed, "seed of the k-means starts")->capture_default_str();
   cmd->add_option("--threads", f->threads, "layers worked on in parallel")
       ->check(IntRange(1, 1024))
@@ -217,6 +224,7 @@ void RunPlace(const PlaceFlags& flags, CommandContext& ctx) {
   options.grace = MakeGraceOptions(flags.common);
   options.grace.max_extra_copies = flags.redundant;
   options.selection = flags.common.as_placed ? Selection::kAsPlaced : Selection::kBestOnProfile;
+  options.selection_deals = flags.common.selection_deals;
   options.num_threads = flags.common.threads;
 
   StatusOr<Trace> trace = LoadTrace(flags.trace);
@@ -267,6 +275,7 @@ void RunCompare(const EvaluateFlags& flags, CommandContext& ctx) {
   if (!mode.ok()) return ReportError(ctx, mode.status().message());
   options.eplb = EplbOptions{.mode = *mode, .num_groups = flags.common.expert_groups};
   options.grace = MakeGraceOptions(flags.common);
+  options.selection_deals = flags.common.selection_deals;
   options.redundant = flags.common.no_replication ? 0 : flags.redundant;
   options.evaluate.cost = flags.cost;
   options.evaluate.step_tokens_per_rank = flags.step_tokens;

@@ -85,6 +85,7 @@ StatusOr<std::vector<CompareRow>> Compare(const Trace& profile, const Trace& hol
       spec.place.grace.rank_grouping = RankGrouping::kAffinity;
     }
     spec.place.selection = parsed.selection;
+    spec.place.selection_deals = options.selection_deals;
     spec.place.cost = options.evaluate.cost;
     spec.place.step_tokens_per_rank = options.evaluate.step_tokens_per_rank;
     if (parsed.grace.machine_grouping != MachineGrouping::kNonUniform) {

@@ -43,6 +43,7 @@ struct CompareOptions {
   EplbOptions eplb;    // defaults for eplb variants without a mode switch
   GraceOptions grace;
   EvaluateOptions evaluate;
+  int selection_deals = 4;  // PlaceOptions::selection_deals of the grace variants
   int num_threads = 1;
   // Called with the variant label, layers done and total, for placing and evaluating in turn.
   std::function<void(const std::string& stage, int done, int total)> progress;
