@@ -13,15 +13,25 @@ rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
 P=(--prompt-ids 17 --prompt-ids 1,2,3,4,5,6,7 --prompt-ids "$(seq -s, 200 232)" --prompt-ids 5,6,7,8)
 "$EPSERVE" generate --model model "${P[@]}" --max-tokens 12 --ignore-eos --expert-input fp8 --trace-out run.trace \
   --tokens-out single.json >/dev/null
-"$EPSERVE" place --trace run.trace --nodes 2 --ranks-per-node 2 --strategy grace --out placement.json
-"$EPSERVE" place evaluate --placement placement.json --trace run.trace --json >predicted.json
-"${MPIRUN[@]}" -np 4 "$EPSERVE" generate --model model "${P[@]}" --max-tokens 12 --ignore-eos --ranks-per-node 2 \
-  --placement placement.json --stats --tokens-out ep.json >ep.out
-/usr/bin/python3 - <<'PY'
+# 2 machines x 2 ranks, and 4 machines x 1 rank, where topology-aware routing sends a token's
+# experts to as few machines as their copies allow (the choice for one expert depends on the
+# others), which the engine and `place evaluate` must make alike.
+for topo in "2 2" "4 1"; do
+  set -- $topo
+  NODES=$1 RPN=$2
+  echo "== $NODES machines x $RPN ranks"
+  "$EPSERVE" place --trace run.trace --nodes "$NODES" --ranks-per-node "$RPN" --strategy grace --out placement.json
+  "$EPSERVE" place evaluate --placement placement.json --trace run.trace --json >predicted.json
+  "${MPIRUN[@]}" -np 4 "$EPSERVE" generate --model model "${P[@]}" --max-tokens 12 --ignore-eos --ranks-per-node "$RPN" \
+    --placement placement.json --stats --tokens-out ep.json >ep.out
+  /usr/bin/python3 - <<'PY'
 import json, sys
 single, ep = json.load(open("single.json")), json.load(open("ep.json"))
 if single != ep:
     sys.exit("FAIL: tokens differ between the single-process run and the placed EP run")
+placement = json.load(open("placement.json"))
+extra = sum(len(c) - 1 for layer in placement["layers"] for c in layer["copies"])
+print(f"placement: {extra} extra copies")
 pred = {l["layer"]: (l["local"], l["intra_machine"], l["cross_machine"]) for l in json.load(open("predicted.json"))["layers"]}
 seen = {}
 lines = open("ep.out").read().split("traffic per MoE layer")[1].splitlines()[2:]
@@ -37,3 +47,4 @@ if pred != seen:
     sys.exit("FAIL: --stats traffic differs from place evaluate's prediction")
 print("ok")
 PY
+done
