@@ -103,8 +103,8 @@ StatusOr<std::vector<int>> Split(const LayerProfile& profile, const TokenSets& s
 // room (at most ceil(members / parts) experts a rank, so memory stays even). Experts that are
 // chosen together are NOT kept together here: the tokens of one step come from related prompts,
 // so co-activated experts on one rank make that rank the step's slowest (measured on V2-Lite:
-// the per-step max/mean rank load of the affinity split was 1.36-1.48), while keeping them
-// apart costs only NVLink copies inside the machine.
+// per-step max/mean rank load 1.46-1.79 split by affinity, 1.33-1.55 by load), while keeping
+// them apart costs only NVLink copies inside the machine (4-10% more NVLink time there).
 std::vector<int> SplitByLoad(const std::vector<int>& members, const std::vector<double>& load,
                              int parts, int num_experts) {
   std::vector<int> part(num_experts, -1);

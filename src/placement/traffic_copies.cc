@@ -29,9 +29,12 @@ TrafficCopiesResult PlanTrafficCopies(const TokenSets& sets, const TrafficCopies
   double cross = 0;
   std::vector<int32_t> experts(k);
   std::vector<int> visited, old_route(k);
-  // Adds `sign` times what (s, src) contributes to the traffic, the machine loads and the values.
-  auto account = [&](int s, int src, double sign) {
-    const int* r = route.data() + (static_cast<size_t>(s) * m_count + src) * k;
+  auto route_of = [&](int s, int src) {
+    return route.data() + (static_cast<size_t>(s) * m_count + src) * k;
+  };
+  // Adds `sign` times what (s, src), routed as `r`, contributes to the traffic, the machine
+  // loads and the values.
+  auto account = [&](int s, int src, const int* r, double sign) {
     const double share = sign * sets.count(s) / m_count;
     visited.clear();
     for (int i = 0; i < k; ++i) {
@@ -55,15 +58,14 @@ TrafficCopiesResult PlanTrafficCopies(const TokenSets& sets, const TrafficCopies
     const uint16_t* set = sets.Set(s);
     std::copy(set, set + k, experts.begin());
     router.PickRanks(0, experts, src, SetRoutingKey(s, src),
-                     std::span<int>(route.data() + (static_cast<size_t>(s) * m_count + src) * k,
-                                    static_cast<size_t>(k)));
+                     std::span<int>(route_of(s, src), static_cast<size_t>(k)));
   };
   {
     const Router router = MachineRouter(copies, k, m_count, RoutingPolicy::kTopology);
     for (int s = 0; s < sets.num_sets(); ++s) {
       for (int src = 0; src < m_count; ++src) {
         reroute(router, s, src);
-        account(s, src, 1.0);
+        account(s, src, route_of(s, src), 1.0);
       }
     }
   }
@@ -96,14 +98,12 @@ TrafficCopiesResult PlanTrafficCopies(const TokenSets& sets, const TrafficCopies
       for (int src = 0; src < m_count; ++src) {
         // Most of these sets' routes do not change (the copy is on neither their machine nor
         // one they visit): only a changed route is accounted again.
-        int* r = route.data() + (static_cast<size_t>(s) * m_count + src) * k;
+        const int* r = route_of(s, src);
         std::copy(r, r + k, old_route.begin());
         reroute(router, s, src);
         if (std::equal(r, r + k, old_route.begin())) continue;
-        std::copy(old_route.begin(), old_route.end(), r);
-        account(s, src, -1.0);
-        reroute(router, s, src);
-        account(s, src, 1.0);
+        account(s, src, old_route.data(), -1.0);
+        account(s, src, r, 1.0);
       }
     }
     result.copies.push_back(TrafficCopy{.expert = best_e, .node = best_m, .saved = best});
