@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/gemm_peak.h"
+#include "kernels/matmul_fast.h"
 #include "kernels/membw.h"
 #include "runtime/decode_bench.h"
 #include "runtime/loaded_model.h"
@@ -24,6 +25,7 @@ struct DecodeFlags {
   int prompt_len = 64, steps = 16, threads = 0;
   double bw_gib = 1.0;
   std::string weights = "copied";
+  std::string compute = "exact";
   bool json = false;
 };
 
@@ -49,7 +51,8 @@ Status RunDecode(const DecodeFlags& f) {
   const kernels::BandwidthOptions bw_opt{.bytes = static_cast<int64_t>(f.bw_gib * (1 << 30))};
   kernels::BandwidthResult bw = kernels::MeasureBandwidth(bw_opt, pool);
   ASSIGN_OR_RETURN(auto rows, RunDecodeBench(*loaded, pool, {.batches = f.batches, .prompt_len = f.prompt_len,
-                                                              .decode_steps = f.steps}));
+                                                              .decode_steps = f.steps,
+                                                              .compute = ComputeFromFlag(f.compute)}));
   const kernels::BandwidthResult bw_after = kernels::MeasureBandwidth(bw_opt, pool);
   bw.read_gbps = std::max(bw.read_gbps, bw_after.read_gbps);
   bw.triad_gbps = std::max(bw.triad_gbps, bw_after.triad_gbps);
@@ -59,6 +62,8 @@ Status RunDecode(const DecodeFlags& f) {
     nlohmann::json j;
     j["model"] = dir;
     j["threads"] = pool.num_threads();
+    j["compute"] = f.compute;
+    j["fast_kernel_available"] = kernels::FastMatMulAvailable();
     j["read_bandwidth_gbps"] = bw.read_gbps;
     j["triad_bandwidth_gbps"] = bw.triad_gbps;
     j["peak_gemm_gflops"] = peak_gflops;
@@ -87,7 +92,8 @@ Status RunDecode(const DecodeFlags& f) {
     std::printf("%s\n", j.dump(2).c_str());
     return Status::Ok();
   }
-  std::printf("model: %s, threads: %d\n", dir.c_str(), pool.num_threads());
+  std::printf("model: %s, threads: %d, compute: %s%s\n", dir.c_str(), pool.num_threads(), f.compute.c_str(),
+              f.compute == "fast" && !kernels::FastMatMulAvailable() ? " (no AMX here: runs exact)" : "");
   std::printf("measured bandwidth: streaming read %.2f GB/s, STREAM triad %.2f GB/s\n", bw.read_gbps, bw.triad_gbps);
   std::printf("(mean over %d steps; 'median' = the median step by time, its own bytes / time)\n", f.steps);
   std::printf("%6s %10s %9s %12s %10s %10s %10s %9s %10s %9s\n", "batch", "tokens/s", "step ms", "weights MB", "KV MB",
@@ -163,6 +169,7 @@ void RegisterBenchCommand(CLI::App& app, CommandContext& ctx) {
                      "into anonymous memory on huge pages")
       ->check(CLI::IsMember({"mapped", "copied"}))
       ->capture_default_str();
+  AddComputeFlag(decode, &f->compute);
   decode->add_flag("--json", f->json, "print one JSON object instead of the table");
   decode->callback([f, &ctx] {
     Status st = RunDecode(*f);

@@ -138,7 +138,8 @@ Status RunEngine(const EngineCmdFlags& f) {
                       .ranks_per_node = f.ranks_per_node,
                       .a2a = f.a2a == "padded" ? comm::A2aMode::kPadded : comm::A2aMode::kSparse,
                       .placement_path = f.placement,
-                      .threads = f.engine.threads},
+                      .threads = f.engine.threads,
+                      .mtp = f.engine.mtp == "on"},
                      &rep);
   const int rank = mpi->world().rank();
   auto fail = [&](const Status& st, bool global) -> Status {

@@ -34,6 +34,7 @@ struct GenerateFlags {
   bool ignore_eos = false;
   // Engine.
   std::string kv_dtype = "f32";
+  std::string mtp = "off";
   std::string kv_memory;  // bytes with an optional K/M/G suffix; empty: enough for all requests
   int64_t block_size = 64;
   int64_t max_batch_tokens = 256;
@@ -146,7 +147,8 @@ StatusOr<EngineOptions> BuildEngineOptions(const GenerateFlags& f) {
                        .block_size = f.block_size,
                        .kv_dtype = dtype,
                        .prefix_cache = !f.no_prefix_cache,
-                       .keep_logits = !f.logits_out.empty()};
+                       .keep_logits = !f.logits_out.empty(),
+                       .mtp = f.mtp == "on"};
 }
 
 struct Timing {
@@ -160,6 +162,14 @@ Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results,
 StatusOr<std::unique_ptr<text::Tokenizer>> MaybeTokenizer(const std::string& dir) {
   if (!std::filesystem::exists(dir + "/tokenizer.json")) return std::unique_ptr<text::Tokenizer>();
   return text::Tokenizer::Load(dir);
+}
+
+// "mtp: 40 drafts, 31 accepted (77.5%), 1.78 tokens per decode step"
+void PrintMtp(int64_t drafts, int64_t accepted) {
+  std::printf("mtp: %lld drafts, %lld accepted (%.1f%%), %.2f tokens per decode step\n",
+              static_cast<long long>(drafts), static_cast<long long>(accepted),
+              drafts > 0 ? 100.0 * accepted / drafts : 0.0,
+              drafts > 0 ? 1.0 + static_cast<double>(accepted) / drafts : 1.0);
 }
 
 void PrintPool(const EngineOptions& e, const ModelConfig& c, int64_t longest) {
@@ -225,6 +235,7 @@ Status RunDistributed(const GenerateFlags& f, const std::string& dir,
   std::printf("KV cache per DP group: %lld blocks x %lld positions (%s)\n",
               static_cast<long long>(res.cache_blocks), static_cast<long long>(res.block_size),
               f.kv_dtype.c_str());
+  if (engine.mtp) PrintMtp(res.draft_tokens, res.accepted_draft_tokens);
   RETURN_IF_ERROR(Report(
       f, res.requests, res.vocab,
       {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds}, tok));
@@ -293,9 +304,10 @@ Status Run(const GenerateFlags& f) {
     model.SetRouteObserver([&recorder](const RouteEvent& ev) { recorder->Observe(ev); });
   }
   const ModelConfig& c = loaded->config;
+  RETURN_IF_ERROR(CheckMtp(c, engine.mtp).WithContextOnce(dir + "/config.json"));
   engine.default_stop_ids = c.eos_token_ids;
   if (kv_bytes > 0) {
-    engine.num_blocks = KvMemoryBlocks(c, engine.kv_dtype, engine.block_size, kv_bytes);
+    engine.num_blocks = KvMemoryBlocks(c, engine.kv_dtype, engine.block_size, kv_bytes, engine.mtp);
     if (engine.num_blocks < 1)
       return Status::InvalidArgument("--kv-memory " + f.kv_memory +
                                      " holds not one cache block of " +
@@ -314,6 +326,7 @@ Status Run(const GenerateFlags& f) {
       "engine: %d steps, %lld of %lld prompt tokens from the prefix cache, %lld preemptions\n",
       res.steps, static_cast<long long>(st.cached_prompt_tokens),
       static_cast<long long>(st.prompt_tokens), static_cast<long long>(st.preemptions));
+  if (engine.mtp) PrintMtp(st.draft_tokens, st.accepted_draft_tokens);
   Status report = Report(
       f, res.requests, c.vocab_size,
       {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds}, tok.get());
@@ -420,6 +433,13 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
       ->capture_default_str();
   cmd->add_flag("--ignore-eos", f->ignore_eos, "do not stop at the model's eos_token_id");
   auto* eng = "Engine (docs/serving-engine.md)";
+  cmd->add_option("--mtp", f->mtp,
+                  "on: speculative decoding with the model's MTP module (each decode verifies one "
+                  "drafted token; greedy output is identical, sampled output has the same "
+                  "distribution; acceptance is printed)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->group(eng)
+      ->capture_default_str();
   cmd->add_option("--kv-dtype", f->kv_dtype,
                   "f32 | bf16 latent cache rows (bf16 halves the memory)")
       ->group(eng)

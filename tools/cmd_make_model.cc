@@ -21,6 +21,7 @@ struct MakeModelFlags {
   int shards = 0;  // 0: preset default (bench: 4, others: 1)
   std::string tokenizer;  // a tokenizer folder to copy instead of training one
   bool force = false;     // replace the checkpoint in a non-empty --out
+  std::string mtp_weights = "random";  // random | from-main (SyntheticOptions::mtp_from_main)
 };
 
 // The files of a checkpoint make-model writes (or a Hugging Face download has beside them).
@@ -91,6 +92,12 @@ void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--seed", flags->seed, "random seed")->capture_default_str();
   cmd->add_option("--shards", flags->shards, "number of safetensors shards (0: preset default)")
       ->check(IntRange(0, 1024));
+  cmd->add_option("--mtp-weights", flags->mtp_weights,
+                  "the MTP module's weights (presets with one: tiny, bench): random, or from-main "
+                  "(its block a copy of the last layer, the model's embedding and head, eh_proj "
+                  "passing the next token's embedding on: a draft that agrees often)")
+      ->check(CLI::IsMember({"random", "from-main"}))
+      ->capture_default_str();
   cmd->add_option("--tokenizer", flags->tokenizer,
                   "copy this folder's tokenizer.json + tokenizer_config.json (vocab_size becomes the tokenizer's)\n"
                   "instead of training a byte-level BPE that fills the preset's vocab_size");
@@ -111,7 +118,8 @@ void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx) {
     const bool tty = ::isatty(2);
     SyntheticOptions opt{.out_dir = flags->out, .config = *config,
                          .dtype = flags->dtype == "fp8" ? WeightDType::kFP8 : WeightDType::kBF16,
-                         .seed = flags->seed, .num_shards = shards};
+                         .seed = flags->seed, .mtp_from_main = flags->mtp_weights == "from-main",
+                         .num_shards = shards};
     if (tty && shards > 1) opt.progress = [](int done, int total) { std::fprintf(stderr, "\rwrote shard %d/%d", done, total); if (done == total) std::fprintf(stderr, "\n"); };
     Status st = WriteSyntheticCheckpoint(opt);
     if (!st.ok()) return ReportError(ctx, st.message());

@@ -29,6 +29,12 @@ void EngineFlags::AddTo(CLI::App* cmd) {
                   "available at start (N%)")
       ->capture_default_str()
       ->group(g);
+  cmd->add_option("--mtp", mtp,
+                  "on: speculative decoding with the model's MTP module (one drafted token per "
+                  "decode; greedy output identical, sampled output of the same distribution)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str()
+      ->group(g);
   cmd->add_option("--threads", threads,
                   "compute threads per rank (default: the machine's cores / its ranks)")
       ->check(ThreadCount())
@@ -45,9 +51,11 @@ StatusOr<EngineOptions> EngineFlags::Options(const ModelConfig& c) const {
   EngineOptions eo{.max_batch_tokens = max_batch_tokens,
                    .max_running = max_running,
                    .block_size = block_size,
-                   .kv_dtype = dtype};
+                   .kv_dtype = dtype,
+                   .mtp = mtp == "on"};
+  RETURN_IF_ERROR(CheckMtp(c, eo.mtp));
   eo.default_stop_ids.assign(c.eos_token_ids.begin(), c.eos_token_ids.end());
-  eo.num_blocks = KvMemoryBlocks(c, dtype, block_size, kv_bytes);
+  eo.num_blocks = KvMemoryBlocks(c, dtype, block_size, kv_bytes, eo.mtp);
   if (eo.num_blocks < 1)
     return Status::InvalidArgument("--kv-memory " + kv_memory + " holds not one cache block");
   return eo;
@@ -58,7 +66,8 @@ std::vector<std::string> EngineFlags::Args() const {
                                 "--max-running",      std::to_string(max_running),
                                 "--block-size",       std::to_string(block_size),
                                 "--kv-dtype",         kv_dtype,
-                                "--kv-memory",        kv_memory};
+                                "--kv-memory",        kv_memory,
+                                "--mtp",              mtp};
   if (threads > 0) a.insert(a.end(), {"--threads", std::to_string(threads)});
   return a;
 }

@@ -21,6 +21,7 @@ struct EngineFlags {
   std::string kv_dtype = "f32";
   std::string kv_memory = "10%";
   int threads = 0;
+  std::string mtp = "off";
 
   void AddTo(CLI::App* cmd);
   // Checks the flags; num_blocks from --kv-memory for this model.

@@ -15,6 +15,8 @@
 #include <string>
 #include <thread>
 
+#include "kernels/matmul.h"
+
 namespace epserve::tools {
 
 // An integer in [lo, hi].
@@ -75,5 +77,19 @@ inline int MaxThreads() {
 }
 // --threads N: 0 (the default, from the machine) to MaxThreads().
 inline CLI::Validator ThreadCount() { return IntRange(0, MaxThreads()); }
+
+// --compute exact|fast (kernels::Compute; docs/kernels.md, "Compute modes").
+inline CLI::Option* AddComputeFlag(CLI::App* cmd, std::string* value) {
+  return cmd
+      ->add_option("--compute", *value,
+                   "exact: f32 products of the exact weights (what the reference tests check at "
+                   "1e-3); fast: activations and weights rounded to bfloat16 and multiplied on the "
+                   "CPU's AMX tile unit, f32 sums (runs exact where the CPU has no AMX)")
+      ->check(CLI::IsMember({"exact", "fast"}))
+      ->capture_default_str();
+}
+inline kernels::Compute ComputeFromFlag(const std::string& value) {
+  return value == "fast" ? kernels::Compute::kFast : kernels::Compute::kExact;
+}
 
 }  // namespace epserve::tools

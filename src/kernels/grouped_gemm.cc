@@ -106,7 +106,8 @@ void GateUpItems(const GroupedMlpArgs& a, int64_t hidden, int64_t inter, int64_t
                    .num_rows = rc,
                    .w = w.gate.RowSlice(i0, ti),
                    .y = gate,
-                   .y_stride = kTileI};
+                   .y_stride = kTileI,
+                   .compute = a.compute};
       GemmRows(m, 0, ti);
       m.w = w.up.RowSlice(i0, ti);
       m.y = up;
@@ -131,7 +132,8 @@ void DownItems(const GroupedMlpArgs& a, int64_t hidden, int64_t inter, int64_t i
                        .num_rows = rows,
                        .w = a.experts[c.group].down,
                        .y = a.out + row0 * hidden,
-                       .y_stride = hidden};
+                       .y_stride = hidden,
+                       .compute = a.compute};
     GemmRows(m, h0, std::min(hidden, h0 + kTileH));
   }
 }
@@ -198,12 +200,15 @@ void GroupedMlpReference(const GroupedMlpArgs& a) {
     const ExpertMlpWeights& w = a.experts[grp];
     g.resize(rows * d.inter);
     u.resize(rows * d.inter);
-    MatMulReference({.x = a.x + row0 * d.hidden, .num_rows = rows, .w = w.gate, .y = g.data()});
-    MatMulReference({.x = a.x + row0 * d.hidden, .num_rows = rows, .w = w.up, .y = u.data()});
+    MatMulReference(
+        {.x = a.x + row0 * d.hidden, .num_rows = rows, .w = w.gate, .y = g.data(), .compute = a.compute});
+    MatMulReference(
+        {.x = a.x + row0 * d.hidden, .num_rows = rows, .w = w.up, .y = u.data(), .compute = a.compute});
     float* h = a.h + row0 * d.inter;
     for (int64_t i = 0; i < rows * d.inter; ++i)
       h[i] = static_cast<float>(g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i]);
-    MatMulReference({.x = h, .num_rows = rows, .w = w.down, .y = a.out + row0 * d.hidden});
+    MatMulReference(
+        {.x = h, .num_rows = rows, .w = w.down, .y = a.out + row0 * d.hidden, .compute = a.compute});
   }
 }
 

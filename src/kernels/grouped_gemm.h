@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "base/thread_pool.h"
+#include "kernels/matmul.h"
 #include "tensor/weight_view.h"
 
 namespace epserve::kernels {
@@ -30,6 +31,7 @@ struct GroupedMlpArgs {
   const float* x = nullptr;                   // [offsets[num_groups], hidden]
   float* h = nullptr;                         // scratch [offsets[num_groups], intermediate]
   float* out = nullptr;                       // [offsets[num_groups], hidden]; overwritten
+  Compute compute = Compute::kExact;          // of every projection (see MatMulArgs)
 };
 
 // REQUIRES: every group with rows has weights of the same hidden and intermediate sizes;

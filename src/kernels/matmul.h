@@ -24,6 +24,13 @@
 
 namespace epserve::kernels {
 
+// How MatMul multiplies (docs/kernels.md, "Compute modes"):
+//   kExact: f32 products of the exact weights (FP8 and BF16 dequantized exactly) and f32
+//     activations, the kernels above; what the reference tests compare at 1e-3.
+//   kFast: activations and weights rounded to bfloat16 and multiplied on the CPU's BF16
+//     matrix unit (Intel AMX, matmul_fast.h), f32 sums. Where the CPU has no AMX it runs kExact.
+enum class Compute : uint8_t { kExact, kFast };
+
 struct MatMulArgs {
   const float* x = nullptr;
   int64_t x_stride = 0;  // floats between rows of x; 0 means K
@@ -32,6 +39,7 @@ struct MatMulArgs {
   float* y = nullptr;
   int64_t y_stride = 0;     // floats between rows of y; 0 means N
   bool accumulate = false;  // y += instead of y =
+  Compute compute = Compute::kExact;
 };
 
 void MatMul(const MatMulArgs& args, ThreadPool& pool);
@@ -41,8 +49,13 @@ void MatMul(const MatMulArgs& args, ThreadPool& pool);
 // threads share out all of the weights. Each result is bit-identical to a MatMul call.
 void MatMulBatch(std::span<const MatMulArgs> problems, ThreadPool& pool);
 
-// Scalar reference twin: dequantizes each element and accumulates in double.
+// Scalar reference twin: dequantizes each element and accumulates in double. For
+// Compute::kFast it first rounds x and the dequantized weights to bfloat16 as the fast kernel
+// does (f32 denormals to zero, round to nearest even).
 void MatMulReference(const MatMulArgs& args);
+
+// x rounded to bfloat16 as the fast path rounds it, back as float.
+float RoundToBf16(float x);
 
 // y[M, K] = x[M, N] * W for a weight W [N, K] (the transposed use, e.g. MLA's absorbed
 // q_nope -> latent projection through W_uk). Work is split over K; deterministic.

@@ -18,6 +18,7 @@
 #include "hwy/highway.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_decode-inl.h"
+#include "kernels/matmul_fast.h"
 #include "kernels/simd-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -234,6 +235,7 @@ HWY_INLINE void GemmRowsT(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
 }
 
 HWY_INLINE void GemmRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
+  if (a.compute == Compute::kFast && FastMatMulAvailable()) return FastMatMulRows(a, n_begin, n_end);
   switch (a.w.dtype) {
     case DType::kF32:
       return GemmRowsT<DType::kF32>(a, n_begin, n_end);

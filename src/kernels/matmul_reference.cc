@@ -53,17 +53,38 @@ void MatMulTReference(const MatMulTArgs& args) {
   }
 }
 
+float RoundToBf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  if ((bits & 0x7f800000u) == 0) {
+    bits &= 0x80000000u;  // zero or denormal: signed zero
+  } else if ((bits & 0x7fffffffu) > 0x7f800000u) {
+    bits |= 0x00400000u;  // NaN: quiet
+  } else {
+    bits += 0x7fffu + ((bits >> 16) & 1u);  // round to nearest even
+  }
+  bits &= 0xffff0000u;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
 void MatMulReference(const MatMulArgs& args) {
   const WeightView& w = args.w;
   const int64_t M = args.num_rows, N = w.rows, K = w.cols;
   const int64_t xs = args.x_stride ? args.x_stride : K;
   const int64_t ys = args.y_stride ? args.y_stride : N;
+  const bool fast = args.compute == Compute::kFast;
+  auto operand = [fast](float v) { return fast ? RoundToBf16(v) : v; };
   std::vector<float> row(K);
   for (int64_t n = 0; n < N; ++n) {
-    for (int64_t k = 0; k < K; ++k) DequantizeRow(w, n, k, 1, &row[k]);
+    for (int64_t k = 0; k < K; ++k) {
+      DequantizeRow(w, n, k, 1, &row[k]);
+      row[k] = operand(row[k]);
+    }
     for (int64_t m = 0; m < M; ++m) {
       double acc = args.accumulate ? args.y[m * ys + n] : 0.0;
-      for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(args.x[m * xs + k]) * row[k];
+      for (int64_t k = 0; k < K; ++k)
+        acc += static_cast<double>(operand(args.x[m * xs + k])) * row[k];
       args.y[m * ys + n] = static_cast<float>(acc);
     }
   }

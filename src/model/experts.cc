@@ -10,15 +10,18 @@
 
 namespace epserve {
 
-void RunMlp(const MlpWeights& w, const float* x, int64_t rows, float* out, MlpScratch& s, ThreadPool& pool) {
+void RunMlp(const MlpWeights& w, const float* x, int64_t rows, float* out, MlpScratch& s,
+            ThreadPool& pool, kernels::Compute compute) {
   const int64_t width = w.gate.rows;
   s.gate.resize(std::max<size_t>(s.gate.size(), rows * width));
   s.up.resize(std::max<size_t>(s.up.size(), rows * width));
-  const kernels::MatMulArgs gate_up[] = {{.x = x, .num_rows = rows, .w = w.gate, .y = s.gate.data()},
-                                         {.x = x, .num_rows = rows, .w = w.up, .y = s.up.data()}};
+  const kernels::MatMulArgs gate_up[] = {
+      {.x = x, .num_rows = rows, .w = w.gate, .y = s.gate.data(), .compute = compute},
+      {.x = x, .num_rows = rows, .w = w.up, .y = s.up.data(), .compute = compute}};
   kernels::MatMulBatch(gate_up, pool);
   kernels::SiluMul(s.gate.data(), s.up.data(), rows * width, s.gate.data());
-  kernels::MatMul({.x = s.gate.data(), .num_rows = rows, .w = w.down, .y = out}, pool);
+  kernels::MatMul({.x = s.gate.data(), .num_rows = rows, .w = w.down, .y = out, .compute = compute},
+                  pool);
 }
 
 Status RunGroupedExperts(const GroupedExpertsArgs& a, MlpScratch& scratch, ThreadPool& pool) {
@@ -42,7 +45,8 @@ Status RunGroupedExperts(const GroupedExpertsArgs& a, MlpScratch& scratch, Threa
   const int64_t rows = offsets.back();
   scratch.gate.resize(std::max<size_t>(scratch.gate.size(), rows * width));
   kernels::GroupedMlp({.num_groups = static_cast<int>(weights.size()), .experts = weights.data(),
-                       .offsets = offsets.data(), .x = a.x, .h = scratch.gate.data(), .out = a.out},
+                       .offsets = offsets.data(), .x = a.x, .h = scratch.gate.data(), .out = a.out,
+                       .compute = a.compute},
                       pool);
   return Status::Ok();
 }
@@ -69,7 +73,7 @@ ExpertMajorLayout LayoutExpertMajor(const int32_t* expert_ids, int64_t num_pairs
 
 Status LocalExperts::Finish(float* out) {
   const RoutedBatch& b = batch_;
-  const auto& experts = weights_.layers[b.layer].moe->experts;
+  const auto& experts = weights_.Layer(b.layer).moe->experts;
   const int num_experts = static_cast<int>(experts.size());
   const int64_t slots = b.num_tokens * b.top_k;
   const ExpertMajorLayout layout = LayoutExpertMajor(b.expert_ids, slots, num_experts);
@@ -82,7 +86,8 @@ Status LocalExperts::Finish(float* out) {
   }
   RETURN_IF_ERROR(RunGroupedExperts({.experts = &experts, .group_expert = layout.group_expert.data(),
                                      .offsets = layout.offsets.data(), .num_groups = num_experts,
-                                     .x = packed_x_.data(), .out = packed_y_.data()},
+                                     .x = packed_x_.data(), .out = packed_y_.data(),
+                                     .compute = b.compute},
                                     scratch_, pool_));
   // Weighted sum in (token, k) order: deterministic.
   for (int64_t i = 0; i < slots; ++i)

@@ -13,6 +13,7 @@
 #include "base/aligned_vector.h"
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "kernels/matmul.h"
 #include "model/config.h"
 #include "model/weights.h"
 
@@ -27,6 +28,7 @@ struct RoutedBatch {
   const int32_t* expert_ids = nullptr; // [num_tokens, top_k]
   const float* weights = nullptr;      // [num_tokens, top_k]
   const uint64_t* token_keys = nullptr; // [num_tokens] placement::TokenKey(sequence, position)
+  kernels::Compute compute = kernels::Compute::kExact;  // how the experts multiply
 };
 
 class ExpertBackend {
@@ -41,7 +43,8 @@ class ExpertBackend {
 struct MlpScratch {
   AlignedVector<float> gate, up;
 };
-void RunMlp(const MlpWeights& w, const float* x, int64_t rows, float* out, MlpScratch& scratch, ThreadPool& pool);
+void RunMlp(const MlpWeights& w, const float* x, int64_t rows, float* out, MlpScratch& scratch,
+            ThreadPool& pool, kernels::Compute compute = kernels::Compute::kExact);
 
 // Runs a group of experts over expert-major packed rows: rows [offsets[e], offsets[e+1]) of x
 // go through expert expert_ids[e]. The building block of every backend.
@@ -52,6 +55,7 @@ struct GroupedExpertsArgs {
   int num_groups = 0;
   const float* x = nullptr;  // [offsets[num_groups], hidden]
   float* out = nullptr;      // [offsets[num_groups], hidden]
+  kernels::Compute compute = kernels::Compute::kExact;
 };
 Status RunGroupedExperts(const GroupedExpertsArgs& args, MlpScratch& scratch, ThreadPool& pool);
 

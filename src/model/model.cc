@@ -26,6 +26,7 @@ struct Model::Workspace {
   AlignedVector<float> x, xn, q_a, q, kv_a, q_abs, q_pe, o_lat, o, o_gather, o_full, attn_out,
       ffn_out;
   AlignedVector<float> router_logits, gate_scratch, weights, attn_scratch;
+  AlignedVector<float> last, mtp_in;  // rows the head reads; the MTP module's [embedding | hidden]
   std::vector<int32_t> expert_ids;
   std::vector<kernels::MatMulTArgs> uk_args;  // per-head W_uk products
   std::vector<kernels::MatMulArgs> uv_args;   // per-head W_uv products
@@ -63,6 +64,7 @@ Status Model::Forward(const ForwardBatch& batch, LatentKvCache& cache, float* lo
     ch.start = cache.length(ch.slot);
     ch.blocks = {cache.table(ch.slot), 1};
     ch.want_logits = true;
+    ch.num_logits = 1;
   }
   RETURN_IF_ERROR(Forward(b, cache.blocks(), logits));
   for (const auto& ch : b.chunks)
@@ -70,19 +72,20 @@ Status Model::Forward(const ForwardBatch& batch, LatentKvCache& cache, float* lo
   return Status::Ok();
 }
 
-Status Model::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logits) {
+Status Model::Prepare(const ForwardBatch& batch, const KvBlocks& kv, const WeightView& embed) {
   const ModelConfig& c = config_;
   Workspace& w = *ws_;
   const int H = c.hidden_size;
-  if (kv.num_layers != c.num_hidden_layers || kv.row_width != c.kv_a_dim())
-    return Status::InvalidArgument("KV cache of " + std::to_string(kv.num_layers) + " layers x " +
-                                   std::to_string(kv.row_width) + " does not fit the model");
   int64_t T = 0, max_pos = 0;
   for (size_t i = 0; i < batch.chunks.size(); ++i) {
     const SequenceChunk& ch = batch.chunks[i];
     const int64_t end = ch.start + static_cast<int64_t>(ch.tokens.size());
     if (ch.tokens.empty())
       return Status::InvalidArgument("empty chunk for sequence " + std::to_string(ch.sequence_id));
+    if (ch.want_logits && (ch.num_logits < 1 || ch.num_logits > static_cast<int>(ch.tokens.size())))
+      return Status::InvalidArgument("sequence " + std::to_string(ch.sequence_id) + ": " +
+                                     std::to_string(ch.num_logits) + " logits rows from a chunk of " +
+                                     std::to_string(ch.tokens.size()) + " tokens");
     if (ch.start < 0 || end > static_cast<int64_t>(ch.blocks.size()) * kv.block_size)
       return Status::InvalidArgument(
           "sequence " + std::to_string(ch.sequence_id) + " needs " + std::to_string(end) +
@@ -108,8 +111,6 @@ Status Model::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logi
   w.token_block.resize(T);
   w.token_chunk.resize(T);
   w.x.resize(T * H);
-  non_finite_.clear();
-  chunk_non_finite_.assign(batch.chunks.size(), 0);
   int64_t t = 0;
   for (size_t ci = 0; ci < batch.chunks.size(); ++ci) {
     const SequenceChunk& ch = batch.chunks[ci];
@@ -120,40 +121,103 @@ Status Model::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logi
       w.token_block[t] = ch.blocks[w.token_pos[t] / kv.block_size];
       w.token_seq[t] = ch.sequence_id;
       w.token_key[t] = placement::TokenKey(ch.sequence_id, static_cast<uint32_t>(w.token_pos[t]));
-      kernels::DequantizeRow(weights_.embed, ch.tokens[i], 0, H, &w.x[t * H]);
+      kernels::DequantizeRow(embed, ch.tokens[i], 0, H, &w.x[t * H]);
     }
   }
   rope_.EnsurePositions(max_pos);
-  CheckFinite(-1);
+  return Status::Ok();
+}
 
+void Model::Head(const ForwardBatch& batch, const std::vector<float>& norm, const WeightView& head,
+                 float* logits) {
+  const ModelConfig& c = config_;
+  Workspace& w = *ws_;
+  const int H = c.hidden_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const double t0 = NowSeconds();
+  if (keep_hidden_) {
+    // Every token's normalized hidden state (the MTP module's input), logits rows from it.
+    hidden_.resize(w.T * H);
+    for (int64_t t = 0; t < w.T; ++t)
+      kernels::RmsNorm(&w.x[t * H], norm.data(), H, eps, &hidden_[t * H]);
+  }
+  int64_t rows = 0;
+  for (const auto& ch : batch.chunks) rows += ch.want_logits ? ch.num_logits : 0;
+  w.last.resize(std::max<int64_t>(rows, 1) * H);
+  rows = 0;
+  int64_t t = 0;
+  for (const auto& ch : batch.chunks) {
+    t += static_cast<int64_t>(ch.tokens.size());
+    if (!ch.want_logits) continue;
+    for (int64_t r = t - ch.num_logits; r < t; ++r, ++rows) {
+      if (keep_hidden_)
+        std::memcpy(&w.last[rows * H], &hidden_[r * H], H * sizeof(float));
+      else
+        kernels::RmsNorm(&w.x[r * H], norm.data(), H, eps, &w.last[rows * H]);
+    }
+  }
+  if (rows > 0)
+    kernels::MatMul(
+        {.x = w.last.data(), .num_rows = rows, .w = head, .y = logits, .compute = compute_}, pool_);
+  times_.lm_head += NowSeconds() - t0;
+}
+
+Status Model::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logits) {
+  const ModelConfig& c = config_;
+  if ((kv.num_layers != c.num_hidden_layers &&
+       kv.num_layers != c.num_hidden_layers + c.num_nextn_predict_layers) ||
+      kv.row_width != c.kv_a_dim())
+    return Status::InvalidArgument("KV cache of " + std::to_string(kv.num_layers) + " layers x " +
+                                   std::to_string(kv.row_width) + " does not fit the model");
+  RETURN_IF_ERROR(Prepare(batch, kv, weights_.embed));
+  non_finite_.clear();
+  chunk_non_finite_.assign(batch.chunks.size(), 0);
+  CheckFinite(-1);
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     RETURN_IF_ERROR(RunLayer(l, kv));
     CheckFinite(l);
   }
+  Head(batch, weights_.final_norm, weights_.lm_head, logits);
+  return Status::Ok();
+}
 
-  // Final norm and LM head on the last token of each chunk that wants logits.
+Status Model::ForwardMtp(const ForwardBatch& batch, const float* hidden, const KvBlocks& kv,
+                         float* logits) {
+  const ModelConfig& c = config_;
+  Workspace& w = *ws_;
+  const int H = c.hidden_size, L = c.num_hidden_layers;
+  if (weights_.mtp.empty())
+    return Status::InvalidArgument("the model has no MTP module (num_nextn_predict_layers = 0)");
+  if (kv.num_layers != L + c.num_nextn_predict_layers || kv.row_width != c.kv_a_dim())
+    return Status::InvalidArgument("KV cache of " + std::to_string(kv.num_layers) +
+                                   " layers has no MTP layer for a model of " + std::to_string(L));
+  const MtpWeights& m = weights_.mtp[0];
+  RETURN_IF_ERROR(Prepare(batch, kv, m.embed));
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  // x = eh_proj([enorm(embed(next token)) | hnorm(hidden)]) (DeepSeek-V3 §2.2; vLLM and SGLang
+  // feed the main model's final-normed hidden state, as here).
   const double t0 = NowSeconds();
-  AlignedVector<float> last(batch.chunks.size() * H);
-  int64_t rows = 0;
-  t = 0;
-  for (const auto& ch : batch.chunks) {
-    t += static_cast<int64_t>(ch.tokens.size());
-    if (!ch.want_logits) continue;
-    kernels::RmsNorm(&w.x[(t - 1) * H], weights_.final_norm.data(), H,
-                     static_cast<float>(c.rms_norm_eps), &last[rows * H]);
-    ++rows;
+  w.mtp_in.resize(w.T * 2 * H);
+  for (int64_t t = 0; t < w.T; ++t) {
+    kernels::RmsNorm(&w.x[t * H], m.enorm.data(), H, eps, &w.mtp_in[t * 2 * H]);
+    kernels::RmsNorm(hidden + t * H, m.hnorm.data(), H, eps, &w.mtp_in[t * 2 * H + H]);
   }
-  if (rows > 0)
-    kernels::MatMul({.x = last.data(), .num_rows = rows, .w = weights_.lm_head, .y = logits},
-                    pool_);
-  times_.lm_head += NowSeconds() - t0;
+  kernels::MatMul(
+      {.x = w.mtp_in.data(), .num_rows = w.T, .w = m.eh_proj, .y = w.x.data(), .compute = compute_},
+      pool_);
+  times_.gemm += NowSeconds() - t0;
+  RETURN_IF_ERROR(RunLayer(L, kv));
+  const bool keep = keep_hidden_;
+  keep_hidden_ = false;  // the main pass's hidden states stay as they were
+  Head(batch, m.head_norm, m.head, logits);
+  keep_hidden_ = keep;
   return Status::Ok();
 }
 
 Status Model::RunLayer(int l, const KvBlocks& kv) {
   const ModelConfig& c = config_;
   Workspace& w = *ws_;
-  const LayerWeights& lw = weights_.layers[l];
+  const LayerWeights& lw = weights_.Layer(l);
   const int H = c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   w.xn.resize(w.T * H);
@@ -168,7 +232,7 @@ Status Model::RunLayer(int l, const KvBlocks& kv) {
     RETURN_IF_ERROR(Moe(l));
   } else {
     const double t0 = NowSeconds();
-    RunMlp(lw.dense, w.xn.data(), w.T, w.ffn_out.data(), w.mlp, pool_);
+    RunMlp(lw.dense, w.xn.data(), w.T, w.ffn_out.data(), w.mlp, pool_, compute_);
     times_.gemm += NowSeconds() - t0;
   }
   for (int64_t i = 0; i < w.T * H; ++i) w.x[i] += w.ffn_out[i];
@@ -189,7 +253,7 @@ void Model::CheckFinite(int l) {
     const char* part = "embedding";
     if (l >= 0)
       part = !kernels::AllFinite(&w.attn_out[t * H], H) ? "attention"
-             : weights_.layers[l].moe                   ? "moe"
+             : weights_.Layer(l).moe                   ? "moe"
                                                         : "mlp";
     non_finite_.push_back({.chunk = static_cast<size_t>(ci),
                            .layer = l,
@@ -205,7 +269,7 @@ void Model::CheckFinite(int l) {
 Status Model::Attention(int l, const KvBlocks& cache) {
   const ModelConfig& c = config_;
   Workspace& w = *ws_;
-  const AttentionWeights& a = weights_.layers[l].attn;
+  const AttentionWeights& a = weights_.Layer(l).attn;
   const int64_t T = w.T;
   // With TP this rank computes heads [h0, h0 + heads); everything below is per local head.
   const int all_heads = c.num_attention_heads, heads = all_heads / tp_.size, h0 = tp_.rank * heads;
@@ -217,11 +281,13 @@ Status Model::Attention(int l, const KvBlocks& cache) {
   // parallel loop (SPEC §2's fused q_a + kv_a).
   w.q.resize(T * heads * qhd);
   w.kv_a.resize(T * row);
-  const kernels::MatMulArgs kv_a{.x = w.xn.data(), .num_rows = T, .w = a.kv_a, .y = w.kv_a.data()};
+  const kernels::MatMulArgs kv_a{
+      .x = w.xn.data(), .num_rows = T, .w = a.kv_a, .y = w.kv_a.data(), .compute = compute_};
   if (c.q_lora_rank > 0) {
     w.q_a.resize(T * c.q_lora_rank);
     const kernels::MatMulArgs first[] = {
-        {.x = w.xn.data(), .num_rows = T, .w = a.q_a, .y = w.q_a.data()}, kv_a};
+        {.x = w.xn.data(), .num_rows = T, .w = a.q_a, .y = w.q_a.data(), .compute = compute_},
+        kv_a};
     kernels::MatMulBatch(first, pool_);
     for (int64_t t = 0; t < T; ++t)
       kernels::RmsNorm(&w.q_a[t * c.q_lora_rank], a.q_a_norm.data(), c.q_lora_rank, eps,
@@ -229,14 +295,16 @@ Status Model::Attention(int l, const KvBlocks& cache) {
     kernels::MatMul({.x = w.q_a.data(),
                      .num_rows = T,
                      .w = a.q_b.RowSlice(int64_t{h0} * qhd, int64_t{heads} * qhd),
-                     .y = w.q.data()},
+                     .y = w.q.data(),
+                     .compute = compute_},
                     pool_);
   } else {
     const kernels::MatMulArgs first[] = {
         {.x = w.xn.data(),
          .num_rows = T,
          .w = a.q.RowSlice(int64_t{h0} * qhd, int64_t{heads} * qhd),
-         .y = w.q.data()},
+         .y = w.q.data(),
+         .compute = compute_},
         kv_a};
     kernels::MatMulBatch(first, pool_);
   }
@@ -296,7 +364,8 @@ Status Model::Attention(int l, const KvBlocks& cache) {
                     .num_rows = T,
                     .w = a.kv_b.RowSlice(static_cast<int64_t>(h0 + h) * (nope + vd) + nope, vd),
                     .y = &w.o[h * vd],
-                    .y_stride = static_cast<int64_t>(heads) * vd};
+                    .y_stride = static_cast<int64_t>(heads) * vd,
+                    .compute = compute_};
   }
   kernels::MatMulBatch(w.uv_args, pool_);
   times_.gemm += NowSeconds() - t0;
@@ -317,7 +386,8 @@ Status Model::Attention(int l, const KvBlocks& cache) {
   }
   t0 = NowSeconds();
   w.attn_out.resize(T * c.hidden_size);
-  kernels::MatMul({.x = o_all, .num_rows = T, .w = a.o, .y = w.attn_out.data()}, pool_);
+  kernels::MatMul({.x = o_all, .num_rows = T, .w = a.o, .y = w.attn_out.data(), .compute = compute_},
+                  pool_);
   times_.gemm += NowSeconds() - t0;
   return Status::Ok();
 }
@@ -325,7 +395,7 @@ Status Model::Attention(int l, const KvBlocks& cache) {
 Status Model::Moe(int l) {
   const ModelConfig& c = config_;
   Workspace& w = *ws_;
-  const MoeWeights& m = *weights_.layers[l].moe;
+  const MoeWeights& m = *weights_.Layer(l).moe;
   const int64_t T = w.T;
   const int E = c.n_routed_experts, K = c.num_experts_per_tok;
   double t0 = NowSeconds();
@@ -362,9 +432,11 @@ Status Model::Moe(int l) {
                                    .x = &w.xn[b * H],
                                    .expert_ids = &w.expert_ids[b * K],
                                    .weights = &w.weights[b * K],
-                                   .token_keys = &w.token_key[b]}));
+                                   .token_keys = &w.token_key[b],
+                                   .compute = compute_}));
   double t1 = NowSeconds();
-  if (!m.shared.empty()) RunMlp(m.shared, &w.xn[b * H], n, &w.ffn_out[b * H], w.mlp, pool_);
+  if (!m.shared.empty())
+    RunMlp(m.shared, &w.xn[b * H], n, &w.ffn_out[b * H], w.mlp, pool_, compute_);
   double t2 = NowSeconds();
   times_.shared_expert += t2 - t1;
   RETURN_IF_ERROR(experts_->Finish(&w.ffn_out[b * H]));

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "comm/communicator.h"
@@ -35,6 +36,9 @@ struct SequenceChunk {
   std::span<const int32_t> blocks;
   // Whether the chunk's last token produces a logits row (a prompt's last chunk, a decode).
   bool want_logits = true;
+  // With want_logits: how many of the chunk's last tokens produce logits rows (2 when a
+  // speculative decode verifies a draft token). 1 <= num_logits <= tokens.size().
+  int num_logits = 1;
 };
 
 struct ForwardBatch {
@@ -102,6 +106,11 @@ class Model {
   void SetRouteObserver(RouteObserver observer) { route_observer_ = std::move(observer); }
   // REQUIRES: num_attention_heads % tp.size == 0 (checked by the caller's setup).
   void SetTensorParallel(const TensorParallel& tp) { tp_ = tp; }
+  // How the projections, experts and LM head multiply (kernels::Compute; default exact). The
+  // router stays exact whatever this says: expert choices do not move with the compute mode's
+  // rounding. Applies to the next Forward.
+  void SetCompute(kernels::Compute compute) { compute_ = compute; }
+  kernels::Compute compute() const { return compute_; }
 
   // Runs the batch, writing each token's latent row into its block of `kv`, and writes the
   // logits of the last token of each chunk that wants them to logits [those chunks, vocab], in
@@ -109,6 +118,21 @@ class Model {
   // parallelism needs every rank in every step). Errors: unknown token ids, a block table too
   // short for its chunk, a block id outside the pool.
   Status Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logits);
+  // The MTP module (multi-token prediction, DeepSeek-V3; module 0 of num_nextn_predict_layers)
+  // over a batch shaped like Forward's: chunk token i is the token *after* position start + i,
+  // and hidden holds, for every token of the batch in order, the main model's final-normed
+  // hidden state at that position (Model::hidden() of the pass that computed it). Writes the
+  // module's own latent rows into cache layer num_hidden_layers of `kv` and the logits of each
+  // wanting chunk's last num_logits tokens (the draft for the position after next). Like Forward,
+  // an empty batch still runs the module's collectives. Non-finite values are not tracked here
+  // (a draft only changes speed, never output).
+  // REQUIRES: kv has num_hidden_layers + num_nextn_predict_layers layers.
+  Status ForwardMtp(const ForwardBatch& batch, const float* hidden, const KvBlocks& kv,
+                    float* logits);
+  // Whether Forward keeps every token's final-normed hidden state in hidden() (for ForwardMtp).
+  void SetKeepHidden(bool keep) { keep_hidden_ = keep; }
+  // [tokens of the last Forward, hidden_size] when SetKeepHidden(true).
+  const AlignedVector<float>& hidden() const { return hidden_; }
   // The same over a LatentKvCache: each chunk's start and blocks come from its slot, and the
   // slots' lengths advance on success. Every chunk produces logits.
   Status Forward(const ForwardBatch& batch, LatentKvCache& cache, float* logits);
@@ -124,6 +148,12 @@ class Model {
 
  private:
   struct Workspace;
+  // Validates the batch and fills the workspace's per-token tables and embedding rows.
+  Status Prepare(const ForwardBatch& batch, const KvBlocks& kv, const WeightView& embed);
+  // Final norm and head: the logits rows the chunks want (and hidden_ with keep_hidden_).
+  void Head(const ForwardBatch& batch, const std::vector<float>& norm, const WeightView& head,
+            float* logits);
+  // Decoder layer l (an MTP module's block for l >= num_hidden_layers), cache layer l.
   Status RunLayer(int layer, const KvBlocks& kv);
   Status Attention(int layer, const KvBlocks& cache);
   Status Moe(int layer);
@@ -138,7 +168,10 @@ class Model {
   RouteObserver route_observer_;
   RopeTable rope_;
   TensorParallel tp_;
+  kernels::Compute compute_ = kernels::Compute::kExact;
   std::unique_ptr<Workspace> ws_;
+  bool keep_hidden_ = false;
+  AlignedVector<float> hidden_;
   StepTimes times_;
   std::vector<NonFiniteActivation> non_finite_;
   std::vector<uint8_t> chunk_non_finite_;  // per chunk of the current Forward: already recorded

@@ -70,37 +70,79 @@ void QuantizeFp8(const std::vector<float>& w, int64_t rows, int64_t cols, std::v
     for (int64_t c = 0; c < cols; ++c) (*q)[r * cols + c] = F32ToFp8E4M3(w[r * cols + c] / (*scale)[(r / 128) * sc + c / 128]);
 }
 
-void AddTensor(SafetensorsWriter& w, const TensorSpec& spec, const SyntheticOptions& opt) {
+// With SyntheticOptions::mtp_from_main: the main-model tensor whose values an MTP tensor takes
+// (empty: its own), and whether it is the [I | 0] eh_proj.
+std::string MtpSource(const TensorSpec& spec, const SyntheticOptions& opt, bool* identity) {
+  *identity = false;
+  const int L = opt.config.num_hidden_layers;
+  if (!opt.mtp_from_main || spec.layer < L) return "";
+  const std::string prefix = "model.layers." + std::to_string(spec.layer) + ".";
+  const std::string rest = spec.name.substr(prefix.size());
+  if (rest == "eh_proj.weight") {
+    *identity = true;
+    return "";
+  }
+  if (rest == "embed_tokens.weight") return "model.embed_tokens.weight";
+  if (rest == "shared_head.head.weight") return "lm_head.weight";
+  if (rest == "shared_head.norm.weight") return "model.norm.weight";
+  if (rest == "enorm.weight" || rest == "hnorm.weight") return "";
+  return "model.layers." + std::to_string(L - 1) + "." + rest;
+}
+
+void AddTensor(SafetensorsWriter& w, const TensorSpec& in_spec, const SyntheticOptions& opt) {
+  bool identity = false;
+  const std::string source = MtpSource(in_spec, opt, &identity);
+  if (identity) {  // eh_proj [H, 2H] = [I | 0]
+    const int64_t rows = in_spec.shape[0], cols = in_spec.shape[1];
+    std::vector<float> v(rows * cols, 0.0f);
+    for (int64_t r = 0; r < rows; ++r) v[r * cols + r] = 1.0f;
+    w.Add(in_spec.name, DType::kBF16, in_spec.shape, ToBf16(v));
+    return;
+  }
+  // Values come from the source's name (the same random stream); the tensor keeps its own.
+  TensorSpec spec = in_spec;
+  if (!source.empty()) spec.name = source;
+  const std::string& out_name = in_spec.name;
   const int64_t n = spec.shape.size() == 1 ? spec.shape[0] : spec.shape[0] * spec.shape[1];
   switch (spec.role) {
     case TensorRole::kNorm:
-      w.Add(spec.name, DType::kBF16, spec.shape, ToBf16(RandomValues(spec.name, opt.seed, n, 1.0f, 0.1f)));
+      if (opt.mtp_from_main && (out_name.find(".enorm.") != std::string::npos ||
+                                out_name.find(".hnorm.") != std::string::npos)) {
+        w.Add(out_name, DType::kBF16, spec.shape, ToBf16(std::vector<float>(n, 1.0f)));
+        return;
+      }
+      w.Add(out_name, DType::kBF16, spec.shape, ToBf16(RandomValues(spec.name, opt.seed, n, 1.0f, 0.1f)));
       return;
     case TensorRole::kBias:
-      w.Add(spec.name, DType::kF32, spec.shape, ToF32(RandomValues(spec.name, opt.seed, n, 0.0f, 0.02f)));
+      w.Add(out_name, DType::kF32, spec.shape, ToF32(RandomValues(spec.name, opt.seed, n, 0.0f, 0.02f)));
       return;
     case TensorRole::kEmbedding: {
       const bool is_input = spec.name.find("embed_tokens") != std::string::npos;
       const float std = is_input ? 1.0f : 1.0f / std::sqrt(static_cast<float>(spec.shape[1]));
-      w.Add(spec.name, DType::kBF16, spec.shape, ToBf16(RandomValues(spec.name, opt.seed, n, 0.0f, std)));
+      w.Add(out_name, DType::kBF16, spec.shape, ToBf16(RandomValues(spec.name, opt.seed, n, 0.0f, std)));
       return;
     }
     case TensorRole::kRouter:
     case TensorRole::kLinear: {
-      const float std = 1.0f / std::sqrt(static_cast<float>(spec.shape[1]));
+      // from-main: every layer writes into the residual stream at a tenth of the usual scale
+      // (o_proj, down_proj), so the next token depends mostly on the current one and a
+      // one-layer draft can agree with the whole model.
+      const bool damped = opt.mtp_from_main && (spec.name.find("o_proj.") != std::string::npos ||
+                                                spec.name.find("down_proj.") != std::string::npos);
+      const float std = (damped ? 0.1f : 1.0f) / std::sqrt(static_cast<float>(spec.shape[1]));
       std::vector<float> v = RandomValues(spec.name, opt.seed, n, 0.0f, std);
       // As in DeepSeek-V3's FP8 release: projections are FP8, the router and eh_proj BF16.
       const bool fp8 = opt.dtype == WeightDType::kFP8 && spec.role == TensorRole::kLinear &&
                        spec.name.find("eh_proj") == std::string::npos;
       if (!fp8) {
-        w.Add(spec.name, DType::kBF16, spec.shape, ToBf16(v));
+        w.Add(out_name, DType::kBF16, spec.shape, ToBf16(v));
         return;
       }
       std::vector<uint8_t> q;
       std::vector<float> scale;
       QuantizeFp8(v, spec.shape[0], spec.shape[1], &q, &scale);
-      w.Add(spec.name, DType::kF8E4M3, spec.shape, std::move(q));
-      w.Add(spec.name + "_scale_inv", DType::kF32, {(spec.shape[0] + 127) / 128, (spec.shape[1] + 127) / 128},
+      w.Add(out_name, DType::kF8E4M3, spec.shape, std::move(q));
+      w.Add(out_name + "_scale_inv", DType::kF32, {(spec.shape[0] + 127) / 128, (spec.shape[1] + 127) / 128},
             ToF32(scale));
       return;
     }

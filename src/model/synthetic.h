@@ -20,6 +20,13 @@ struct SyntheticOptions {
   ModelConfig config;
   WeightDType dtype = WeightDType::kBF16;
   uint64_t seed = 0;
+  // A model whose MTP module drafts well, to test and measure speculative decoding: the MTP
+  // block is a copy of the last layer, its embedding, head and head norm are the model's,
+  // enorm/hnorm are ones and eh_proj = [I | 0] passes the next token's normalized embedding
+  // on; and every layer's o_proj and down_proj (experts included) are drawn at a tenth of the
+  // usual scale, so the residual stream is mostly the current token's embedding and a
+  // one-layer draft agrees with the whole model often. Else all random.
+  bool mtp_from_main = false;
   int num_shards = 1;  // > 1 writes model-0000i-of-0000N.safetensors + index
   // Called after each shard is written with (shards done, total); may be null.
   std::function<void(int done, int total)> progress;

@@ -76,6 +76,13 @@ struct ModelWeights {
   std::vector<std::vector<uint8_t>> owned;  // copies of tensors that were not aligned in the file
   std::shared_ptr<uint8_t> copied;          // LoadOptions::Memory::kCopied: the streamed weights
 
+  // Decoder layer l: a main layer (l < layers.size()) or the block of MTP module
+  // l - layers.size() (HF layout: model.layers.{num_hidden_layers + i}).
+  const LayerWeights& Layer(int l) const {
+    const int main = static_cast<int>(layers.size());
+    return l < main ? layers[l] : mtp[l - main].layer;
+  }
+
   static StatusOr<std::unique_ptr<ModelWeights>> Load(const Checkpoint& ckpt, const ModelConfig& config,
                                                       const LoadOptions& options);
 

@@ -65,6 +65,7 @@ StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, Thre
   std::vector<DecodeBenchRow> rows;
   for (int batch : opt.batches) {
     Model model(c, w, pool);
+    model.SetCompute(opt.compute);
     // Distinct experts per MoE layer in the current step.
     std::vector<std::set<int>> touched(c.num_hidden_layers);
     model.SetRouteObserver([&](const RouteEvent& ev) {

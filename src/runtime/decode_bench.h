@@ -17,6 +17,7 @@ struct DecodeBenchOptions {
   std::vector<int> batches = {1, 8, 32};
   int prompt_len = 64;
   int decode_steps = 16;
+  kernels::Compute compute = kernels::Compute::kExact;
 };
 
 struct DecodeBenchRow {

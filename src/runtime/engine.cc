@@ -38,6 +38,10 @@ struct Engine::Sequence {
   std::vector<uint64_t> keys;   // prefix-cache keys of blocks[0, keys.size())
   int64_t cached_prompt_tokens = 0;
   bool running = false, scheduled = false;
+  // MTP: the draft token the next decode verifies (-1: none), and for a sampling request the
+  // distribution it was drawn from.
+  int32_t draft = -1;
+  std::vector<float> draft_q;
 
   explicit Sequence(const SamplingOptions& s) : sampler(s) {}
 };
@@ -50,7 +54,7 @@ int64_t StepPlan::num_tokens() const {
 
 int64_t StepPlan::num_logits() const {
   int64_t n = 0;
-  for (const auto& c : chunks) n += c.want_logits ? 1 : 0;
+  for (const auto& c : chunks) n += c.want_logits ? c.num_logits : 0;
   return n;
 }
 
@@ -96,7 +100,9 @@ std::string StepPlan::Serialize() const {
     PutVec(s, c.tokens);
     PutVec(s, c.blocks);
     Put<uint8_t>(s, c.want_logits ? 1 : 0);
+    Put<int32_t>(s, c.num_logits);
   }
+  PutVec(s, hidden_rows);
   return s;
 }
 
@@ -109,10 +115,11 @@ StatusOr<StepPlan> StepPlan::Deserialize(const std::string& bytes) {
   for (auto& c : plan.chunks) {
     uint8_t want = 0;
     if (!r.Get(&c.request) || !r.Get(&c.sequence_id) || !r.Get(&c.start) || !r.GetVec(&c.tokens) ||
-        !r.GetVec(&c.blocks) || !r.Get(&want))
+        !r.GetVec(&c.blocks) || !r.Get(&want) || !r.Get(&c.num_logits))
       return Status::DataLoss("step plan: truncated chunk");
     c.want_logits = want != 0;
   }
+  if (!r.GetVec(&plan.hidden_rows)) return Status::DataLoss("step plan: truncated hidden rows");
   if (r.pos != bytes.size()) return Status::DataLoss("step plan: trailing bytes");
   return plan;
 }
@@ -126,26 +133,68 @@ Status ExecutePlan(Model& model, const StepPlan& plan, const KvBlocks& kv,
                             .sequence_id = c.sequence_id,
                             .start = c.start,
                             .blocks = c.blocks,
-                            .want_logits = c.want_logits});
+                            .want_logits = c.want_logits,
+                            .num_logits = c.num_logits});
   logits->resize(std::max<int64_t>(1, plan.num_logits()) * model.config().vocab_size);
   return model.Forward(batch, kv, logits->data());
 }
 
-int64_t KvMemoryBlocks(const ModelConfig& c, KvDType dtype, int64_t block_size, int64_t bytes) {
-  const int64_t per_block =
-      block_size * int64_t{c.num_hidden_layers} * c.kv_a_dim() * KvDTypeBytes(dtype);
+Status ExecuteDraftPlan(Model& model, const StepPlan& drafts, const KvBlocks& kv,
+                        std::vector<float>* logits) {
+  ForwardBatch batch;
+  batch.chunks.reserve(drafts.chunks.size());
+  for (const auto& c : drafts.chunks)
+    batch.chunks.push_back({.tokens = c.tokens,
+                            .sequence_id = c.sequence_id,
+                            .start = c.start,
+                            .blocks = c.blocks,
+                            .want_logits = c.want_logits,
+                            .num_logits = c.num_logits});
+  const int H = model.config().hidden_size;
+  const int64_t T = drafts.num_tokens();
+  if (static_cast<int64_t>(drafts.hidden_rows.size()) != T)
+    return Status::InvalidArgument("draft plan: " + std::to_string(drafts.hidden_rows.size()) +
+                                   " hidden rows for " + std::to_string(T) + " tokens");
+  const AlignedVector<float>& all = model.hidden();
+  const int64_t have = static_cast<int64_t>(all.size()) / H;
+  AlignedVector<float> hidden(std::max<int64_t>(T, 1) * H);
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t r = drafts.hidden_rows[t];
+    if (r < 0 || r >= have)
+      return Status::InvalidArgument("draft plan: hidden row " + std::to_string(r) +
+                                     " outside the main pass's " + std::to_string(have));
+    std::memcpy(&hidden[t * H], &all[r * H], H * sizeof(float));
+  }
+  logits->resize(std::max<int64_t>(1, drafts.num_logits()) * model.config().vocab_size);
+  return model.ForwardMtp(batch, hidden.data(), kv, logits->data());
+}
+
+Status CheckMtp(const ModelConfig& c, bool mtp) {
+  if (mtp && c.num_nextn_predict_layers < 1)
+    return Status::InvalidArgument(
+        "--mtp on: the model has no MTP module (num_nextn_predict_layers is 0)");
+  return Status::Ok();
+}
+
+int64_t KvMemoryBlocks(const ModelConfig& c, KvDType dtype, int64_t block_size, int64_t bytes,
+                       bool mtp) {
+  const int64_t layers = c.num_hidden_layers + (mtp ? c.num_nextn_predict_layers : 0);
+  const int64_t per_block = block_size * layers * c.kv_a_dim() * KvDTypeBytes(dtype);
   return bytes / per_block;
 }
 
 Engine::Engine(Model& model, const EngineOptions& o)
     : model_(model),
       options_(o),
-      pool_({.num_layers = model.config().num_hidden_layers,
+      pool_({.num_layers = model.config().num_hidden_layers +
+                           (o.mtp ? model.config().num_nextn_predict_layers : 0),
              .row_width = model.config().kv_a_dim(),
              .block_size = o.block_size,
              .num_blocks = o.num_blocks,
              .dtype = o.kv_dtype}) {
   CHECK(o.num_blocks > 0 && o.block_size > 0 && o.max_batch_tokens > 0 && o.max_running > 0);
+  CHECK(!o.mtp || model.config().num_nextn_predict_layers > 0) << "MTP without an MTP module";
+  if (o.mtp) model_.SetKeepHidden(true);
 }
 
 Engine::~Engine() = default;
@@ -224,6 +273,7 @@ void Engine::ReleaseBlocks(Sequence& s) {
   s.blocks.clear();
   s.keys.clear();
   s.num_computed = 0;
+  s.draft = -1;  // its MTP rows are gone with the blocks
 }
 
 void Engine::Preempt(Sequence& s) {
@@ -261,9 +311,15 @@ void Engine::CommitFullBlocks(Sequence& s) {
 
 PlannedChunk Engine::MakeChunk(const Sequence& s, int64_t n) const {
   PlannedChunk c{.request = s.id, .sequence_id = s.sequence_id, .start = s.num_computed};
-  c.tokens.assign(s.tokens.begin() + s.num_computed, s.tokens.begin() + s.num_computed + n);
+  const int64_t known = static_cast<int64_t>(s.tokens.size());
+  if (s.num_computed + n == known + 1) {  // a decode with its draft: verify both positions
+    c.tokens = {s.tokens.back(), s.draft};
+    c.num_logits = 2;
+  } else {
+    c.tokens.assign(s.tokens.begin() + s.num_computed, s.tokens.begin() + s.num_computed + n);
+  }
   c.blocks = s.blocks;
-  c.want_logits = s.num_computed + n == static_cast<int64_t>(s.tokens.size());
+  c.want_logits = s.num_computed + n >= known;
   return c;
 }
 
@@ -305,7 +361,10 @@ StepPlan Engine::Schedule() {
       if (!s.running || s.scheduled) continue;
       const int64_t remaining = static_cast<int64_t>(s.tokens.size()) - s.num_computed;
       if ((remaining == 1) != decodes) continue;
-      const int64_t n = std::min(remaining, budget);
+      // A draft is verified when the request may still take two tokens and the budget allows.
+      const bool draft = decodes && options_.mtp && s.draft >= 0 && budget >= 2 &&
+                         s.generated + 1 < s.request.max_tokens;
+      const int64_t n = draft ? 2 : std::min(remaining, budget);
       // Out of blocks: preempt the most recently admitted request not in this step (possibly
       // this one), until this one fits.
       while (s.running && !EnsureBlocks(s, s.num_computed + n)) {
@@ -354,9 +413,11 @@ std::vector<TokenEvent> Engine::Complete(const StepPlan& plan, const std::vector
   // The chunks whose activations went non-finite in the Forward that ran this plan.
   const std::vector<NonFiniteActivation>& bad = model_.non_finite();
   auto next_bad = bad.begin();
-  int64_t row = 0;
+  int64_t row = 0, next_token0 = 0;  // the next chunk's first logits row and token in the pass
   for (size_t ci = 0; ci < plan.chunks.size(); ++ci) {
     const PlannedChunk& c = plan.chunks[ci];
+    const int64_t token0 = next_token0;
+    next_token0 += static_cast<int64_t>(c.tokens.size());
     auto it = sequences_.find(c.request);
     CHECK(it != sequences_.end()) << "plan names request " << c.request
                                   << " the engine does not hold";
@@ -364,66 +425,154 @@ std::vector<TokenEvent> Engine::Complete(const StepPlan& plan, const std::vector
     s.scheduled = false;
     s.num_computed = c.start + static_cast<int64_t>(c.tokens.size());
     stats_.computed_tokens += static_cast<int64_t>(c.tokens.size());
-    const float* l = c.want_logits ? &logits[static_cast<size_t>(row++) * V] : nullptr;
     while (next_bad != bad.end() && next_bad->chunk < ci) ++next_bad;
     if (next_bad != bad.end() && next_bad->chunk == ci) {
       // Before committing: its cache rows are garbage and must not enter the prefix cache.
       Finish(s, FinishReason::kError, next_bad->Message(), &events);
       continue;
     }
-    if (options_.prefix_cache) CommitFullBlocks(s);
-    if (!c.want_logits) continue;
-    float mx = -INFINITY;
-    bool finite = true;
-    for (int v = 0; v < V; ++v) {
+    if (!c.want_logits) {
+      if (options_.prefix_cache) CommitFullBlocks(s);
+      AddDrafts(s, c, token0, /*want_draft=*/false);
+      continue;
+    }
+    const float* l = &logits[static_cast<size_t>(row) * V];
+    row += c.num_logits;
+    bool finite = true, nan = false;
+    for (int64_t v = 0; v < int64_t{V} * c.num_logits; ++v) {
       finite = finite && std::isfinite(l[v]);
-      mx = std::max(mx, l[v]);
+      nan = nan || std::isnan(l[v]);
     }
     if (!finite) {  // the hidden state was finite: the final norm or lm_head made it
       Finish(s, FinishReason::kError,
-             std::string("lm_head: non-finite logits (") +
-                 (std::any_of(l, l + V, [](float v) { return std::isnan(v); }) ? "NaN" : "Inf") +
+             std::string("lm_head: non-finite logits (") + (nan ? "NaN" : "Inf") +
                  ") at token position " + std::to_string(s.num_computed - 1),
              &events);
       continue;
     }
-    TokenEvent ev{.request = s.id};
-    ev.token = s.sampler.Sample(l, V);
-    if (s.request.logprobs >= 0) {
-      double sum = 0;
-      for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(l[v] - mx));
-      const float lse = mx + static_cast<float>(std::log(sum));
-      ev.logprob = l[ev.token] - lse;
-      if (s.request.logprobs > 0) {
-        std::vector<int32_t> ids(V);
-        for (int v = 0; v < V; ++v) ids[v] = v;
-        const int k = std::min(s.request.logprobs, V);
-        std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
-                          [l](int32_t a, int32_t b) { return l[a] != l[b] ? l[a] > l[b] : a < b; });
-        for (int i = 0; i < k; ++i) ev.top_logprobs.push_back({ids[i], l[ids[i]] - lse});
-      }
+    bool accepted = false;
+    const std::vector<int32_t> tokens = Verify(s, c, l, &accepted);
+    if (c.num_logits == 2) {
+      ++stats_.draft_tokens;
+      stats_.accepted_draft_tokens += accepted ? 1 : 0;
+      if (!accepted) s.num_computed = c.start + 1;  // the draft's rows are overwritten later
     }
-    if (s.generated == 0) ev.cached_prompt_tokens = s.cached_prompt_tokens;
-    if (options_.keep_logits) ev.logits.assign(l, l + V);
-    s.tokens.push_back(ev.token);
-    ++s.generated;
-    ++stats_.generated_tokens;
-    FinishReason reason = FinishReason::kNone;
-    if (std::find(s.stop_ids.begin(), s.stop_ids.end(), ev.token) != s.stop_ids.end())
-      reason = FinishReason::kStop;
-    else if (s.generated >= s.request.max_tokens)
-      reason = FinishReason::kLength;
-    events.push_back(std::move(ev));
-    if (reason != FinishReason::kNone) Finish(s, reason, "", &events);
+    s.draft = -1;
+    // Commit before the tokens can finish the request (its blocks stay in the prefix cache).
+    const size_t known = s.tokens.size();
+    s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
+    if (options_.prefix_cache) CommitFullBlocks(s);
+    s.tokens.resize(known);
+    bool finished = false;
+    for (size_t i = 0; i < tokens.size() && !finished; ++i)
+      finished = Emit(s, tokens[i], l + static_cast<int64_t>(i) * V, &events);
+    if (!finished) AddDrafts(s, c, token0, /*want_draft=*/true);
   }
   return events;
+}
+
+std::vector<int32_t> Engine::Verify(Sequence& s, const PlannedChunk& c, const float* rows,
+                                    bool* accepted) {
+  const int V = model_.config().vocab_size;
+  *accepted = false;
+  if (c.num_logits == 1) return {s.sampler.Sample(rows, V)};
+  // Speculative verification of the draft (Sampler::VerifyDraft); when it is kept, the second
+  // row gives a token of its own. Greedy: the output is plain decoding's.
+  const int32_t first = s.sampler.VerifyDraft(rows, V, c.tokens[1], s.draft_q, accepted);
+  // The second token only when the first does not end the request.
+  const bool stops = std::find(s.stop_ids.begin(), s.stop_ids.end(), first) != s.stop_ids.end() ||
+                     s.generated + 1 >= s.request.max_tokens;
+  if (!*accepted || stops) return {first};
+  return {first, s.sampler.Sample(rows + V, V)};
+}
+
+bool Engine::Emit(Sequence& s, int32_t token, const float* l, std::vector<TokenEvent>* events) {
+  const int V = model_.config().vocab_size;
+  TokenEvent ev{.request = s.id, .token = token};
+  if (s.request.logprobs >= 0) {
+    float mx = -INFINITY;
+    for (int v = 0; v < V; ++v) mx = std::max(mx, l[v]);
+    double sum = 0;
+    for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(l[v] - mx));
+    const float lse = mx + static_cast<float>(std::log(sum));
+    ev.logprob = l[ev.token] - lse;
+    if (s.request.logprobs > 0) {
+      std::vector<int32_t> ids(V);
+      for (int v = 0; v < V; ++v) ids[v] = v;
+      const int k = std::min(s.request.logprobs, V);
+      std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                        [l](int32_t a, int32_t b) { return l[a] != l[b] ? l[a] > l[b] : a < b; });
+      for (int i = 0; i < k; ++i) ev.top_logprobs.push_back({ids[i], l[ids[i]] - lse});
+    }
+  }
+  if (s.generated == 0) ev.cached_prompt_tokens = s.cached_prompt_tokens;
+  if (options_.keep_logits) ev.logits.assign(l, l + V);
+  s.tokens.push_back(ev.token);
+  ++s.generated;
+  ++stats_.generated_tokens;
+  FinishReason reason = FinishReason::kNone;
+  if (std::find(s.stop_ids.begin(), s.stop_ids.end(), ev.token) != s.stop_ids.end())
+    reason = FinishReason::kStop;
+  else if (s.generated >= s.request.max_tokens)
+    reason = FinishReason::kLength;
+  events->push_back(std::move(ev));
+  if (reason == FinishReason::kNone) return false;
+  Finish(s, reason, "", events);
+  return true;
+}
+
+void Engine::AddDrafts(const Sequence& s, const PlannedChunk& c, int64_t token0, bool want_draft) {
+  if (!options_.mtp) return;
+  // Every position this step computed (and kept) has its next token now: the MTP module's
+  // rows for them, and from the last one a draft when the request goes on decoding.
+  PlannedChunk d{.request = s.id, .sequence_id = s.sequence_id, .start = c.start};
+  for (int64_t pos = c.start; pos < s.num_computed; ++pos) {
+    d.tokens.push_back(s.tokens[pos + 1]);
+    pending_drafts_.hidden_rows.push_back(token0 + (pos - c.start));
+  }
+  d.blocks = s.blocks;
+  d.want_logits = want_draft && s.generated < s.request.max_tokens;
+  pending_drafts_.chunks.push_back(std::move(d));
+}
+
+StepPlan Engine::ScheduleDrafts() {
+  StepPlan plan = std::move(pending_drafts_);
+  pending_drafts_ = StepPlan();
+  return plan;
+}
+
+void Engine::CompleteDrafts(const StepPlan& drafts, const std::vector<float>& logits) {
+  const int V = model_.config().vocab_size;
+  int64_t row = 0;
+  for (const PlannedChunk& c : drafts.chunks) {
+    if (!c.want_logits) continue;
+    const float* l = &logits[static_cast<size_t>(row++) * V];
+    auto it = sequences_.find(c.request);
+    if (it == sequences_.end()) continue;
+    Sequence& s = *it->second;
+    if (!std::all_of(l, l + V, [](float v) { return std::isfinite(v); })) continue;  // no draft
+    if (s.sampler.greedy()) {
+      s.draft = ArgMax(l, V);
+    } else {
+      s.sampler.Distribution(l, V, &s.draft_q);
+      s.draft = s.sampler.SampleFrom(s.draft_q.data(), V);
+    }
+  }
 }
 
 StatusOr<std::vector<TokenEvent>> Engine::Step() {
   StepPlan plan = Schedule();
   std::vector<float> logits;
   if (!plan.chunks.empty()) RETURN_IF_ERROR(ExecutePlan(model_, plan, pool_.blocks(), &logits));
-  return Complete(plan, logits);
+  std::vector<TokenEvent> events = Complete(plan, logits);
+  if (options_.mtp) {
+    const StepPlan drafts = ScheduleDrafts();
+    if (!drafts.chunks.empty()) {
+      RETURN_IF_ERROR(ExecuteDraftPlan(model_, drafts, pool_.blocks(), &logits));
+      CompleteDrafts(drafts, logits);
+    }
+  }
+  return events;
 }
 
 }  // namespace epserve

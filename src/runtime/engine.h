@@ -69,6 +69,11 @@ struct EngineOptions {
   KvDType kv_dtype = KvDType::kF32;
   bool prefix_cache = true;
   bool keep_logits = false;  // tests and --logits-out: events carry their logits rows
+  // Speculative decoding with the model's MTP module (docs/serving-engine.md, "MTP"): each
+  // decode verifies one draft token, so a step yields 1 or 2 tokens per request; greedy output
+  // is identical to plain decoding, sampled output has the same distribution. The cache pool
+  // then holds the MTP module's latent rows too. REQUIRES: num_nextn_predict_layers >= 1.
+  bool mtp = false;
   std::vector<int32_t> default_stop_ids;
 };
 
@@ -80,10 +85,15 @@ struct PlannedChunk {
   std::vector<int32_t> tokens;  // tokens at [start, start + size)
   std::vector<int32_t> blocks;  // block table covering [0, start + size)
   bool want_logits = false;     // the chunk reaches the end of the known tokens: sample after it
+  int num_logits = 1;           // with want_logits: logits rows of its last tokens (2: a draft)
 };
 
+// A step's main pass, or (Engine::ScheduleDrafts) its MTP pass: then each chunk's tokens are
+// the tokens after its positions and hidden_rows maps each token to its row of the main
+// pass's Model::hidden().
 struct StepPlan {
   std::vector<PlannedChunk> chunks;
+  std::vector<int64_t> hidden_rows;  // draft plans only
   int64_t num_tokens() const;
   int64_t num_logits() const;
   std::string Serialize() const;
@@ -93,12 +103,19 @@ struct StepPlan {
 // Runs a plan through the model over `kv`; logits receives num_logits() rows.
 Status ExecutePlan(Model& model, const StepPlan& plan, const KvBlocks& kv,
                    std::vector<float>* logits);
+// Runs a draft plan through the model's MTP module (Model::ForwardMtp) on the hidden states of
+// the model's last Forward; logits receives num_logits() rows.
+Status ExecuteDraftPlan(Model& model, const StepPlan& drafts, const KvBlocks& kv,
+                        std::vector<float>* logits);
 
 struct EngineStats {
   int64_t steps = 0, prompt_tokens = 0, cached_prompt_tokens = 0, computed_tokens = 0,
           generated_tokens = 0;
   int64_t preemptions = 0;
   int64_t peak_blocks_referenced = 0;
+  // MTP: draft tokens verified, and how many of them the main model accepted. A decode that
+  // verified a draft yielded 1 + accepted tokens.
+  int64_t draft_tokens = 0, accepted_draft_tokens = 0;
 };
 
 class Engine {
@@ -125,7 +142,12 @@ class Engine {
   // reads Model::non_finite(): a request whose activations went NaN or infinite ends with an
   // error naming the layer, and its cache blocks are not kept for prefix reuse).
   std::vector<TokenEvent> Complete(const StepPlan& plan, const std::vector<float>& logits);
-  // Schedule + ExecutePlan + Complete.
+  // With EngineOptions::mtp, after Complete: the MTP pass of the step (every position whose
+  // next token is now known; a draft from each request that goes on decoding). Empty without
+  // mtp. CompleteDrafts takes its logits and stores the drafts the next Schedule verifies.
+  StepPlan ScheduleDrafts();
+  void CompleteDrafts(const StepPlan& drafts, const std::vector<float>& logits);
+  // Schedule + ExecutePlan + Complete (+ ScheduleDrafts + ExecuteDraftPlan + CompleteDrafts).
   StatusOr<std::vector<TokenEvent>> Step();
 
   const KvBlockPool& pool() const { return pool_; }
@@ -142,6 +164,14 @@ class Engine {
   void CommitFullBlocks(Sequence& s);
   bool TryAdmit(Sequence& s, int64_t budget, PlannedChunk* chunk);
   PlannedChunk MakeChunk(const Sequence& s, int64_t n) const;
+  // The tokens a step gives s from its logits rows (1 or 2 with a draft); sets accepted.
+  std::vector<int32_t> Verify(Sequence& s, const PlannedChunk& c, const float* rows,
+                              bool* accepted);
+  // Sends one sampled token: event, stop and length checks. Returns whether s finished.
+  bool Emit(Sequence& s, int32_t token, const float* row, std::vector<TokenEvent>* events);
+  // MTP: queues the draft pass's chunk for what this step computed of s (token0: the chunk's
+  // first token in the main pass).
+  void AddDrafts(const Sequence& s, const PlannedChunk& c, int64_t token0, bool want_draft);
 
   Model& model_;
   EngineOptions options_;
@@ -155,9 +185,15 @@ class Engine {
   std::vector<TokenEvent>
       early_events_;  // cancellations of waiting requests, emitted next Complete
   EngineStats stats_;
+  StepPlan pending_drafts_;  // built by Complete for ScheduleDrafts
 };
 
 // Blocks of block_size positions that fit in `bytes` for this model and cache dtype.
-int64_t KvMemoryBlocks(const ModelConfig& config, KvDType dtype, int64_t block_size, int64_t bytes);
+// "--mtp on: ..." when mtp is asked of a model without an MTP module.
+Status CheckMtp(const ModelConfig& config, bool mtp);
+
+// With mtp the blocks also hold the MTP module's layer.
+int64_t KvMemoryBlocks(const ModelConfig& config, KvDType dtype, int64_t block_size, int64_t bytes,
+                       bool mtp = false);
 
 }  // namespace epserve

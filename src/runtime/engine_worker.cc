@@ -198,6 +198,11 @@ Status EngineWorker::LoopSteps() {
       continue;
     }
     if (leader) Deliver(engine_.Complete(plan, logits_));
+    if (Status st = RunDrafts(ls, engine_, &logits_); !st.ok()) {
+      FailAll(st.message());
+      if (distributed) return st;
+      continue;
+    }
     UpdateMetrics();
   }
 }

@@ -49,7 +49,7 @@ Status EpExperts::Finish(float* out) {
   t0 = NowSeconds();
   const int K = batch_.top_k, H = batch_.hidden;
   const int64_t R = received_.num_rows;
-  const auto& experts = weights_.layers[batch_.layer].moe->experts;
+  const auto& experts = weights_.Layer(batch_.layer).moe->experts;
   EpLayerStats& ls = stats_[batch_.layer];
   for (int64_t i = 0; i < R * K; ++i) {
     const int e = received_.expert_ids[i];
@@ -69,7 +69,8 @@ Status EpExperts::Finish(float* out) {
       std::memcpy(&packed_x_[layout.pair_row[i] * H], &received_.x[(i / K) * H], H * sizeof(float));
   RETURN_IF_ERROR(RunGroupedExperts({.experts = &experts, .group_expert = layout.group_expert.data(),
                                      .offsets = layout.offsets.data(), .num_groups = num_experts_,
-                                     .x = packed_x_.data(), .out = packed_y_.data()},
+                                     .x = packed_x_.data(), .out = packed_y_.data(),
+                                     .compute = batch_.compute},
                                     scratch_, pool_));
   // Expert outputs back in (row, slot) order; the origin weights and sums them.
   combined_.resize(pairs * H);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "placement/place.h"
 #include "placement/placement_io.h"
 
 namespace epserve {
@@ -115,12 +116,18 @@ EpError BuildEpReplica(comm::MpiWorld& mpi, const EpReplicaOptions& o,
                                         std::to_string(l)),
                 true};
   }
+  // The MTP module's MoE layer (id num_hidden_layers + i) is placed like any MoE layer.
+  const int mtp_layers = o.mtp ? config.num_nextn_predict_layers : 0;
+  const int layers = config.num_hidden_layers + mtp_layers;
+  for (int l = config.num_hidden_layers; l < layers; ++l)
+    if (config.IsMoeLayer(l) && plan.LayerIndex(l) < 0)
+      plan.layers.push_back(placement::PlaceContiguousLayer(l, config.n_routed_experts, n));
   auto router = placement::Router::Create(plan, plan.routing);
   if (!router.ok()) return {router.status(), true};
 
   // Load only this rank's experts; agree that every rank loaded.
-  std::vector<std::set<int>> mine(config.num_hidden_layers);
-  for (int l = 0; l < config.num_hidden_layers; ++l)
+  std::vector<std::set<int>> mine(layers);
+  for (int l = 0; l < layers; ++l)
     if (config.IsMoeLayer(l))
       for (int e : plan.layers[plan.LayerIndex(l)].slots[me]) mine[l].insert(e);
   LoadOptions lo{.want_expert =
@@ -154,7 +161,7 @@ EpError BuildEpReplica(comm::MpiWorld& mpi, const EpReplicaOptions& o,
           .hidden = config.hidden_size, .top_k = config.num_experts_per_tok, .mode = o.a2a});
   r->experts =
       std::make_unique<EpExperts>(*r->dispatcher, *r->plan, *r->router, *r->loaded->weights,
-                                  *r->pool, config.num_hidden_layers, config.n_routed_experts);
+                                  *r->pool, layers, config.n_routed_experts);
   r->model = std::make_unique<Model>(r->loaded->config, *r->loaded->weights, *r->pool);
   r->model->SetExperts(r->experts.get());
   r->model->SetTensorParallel({.rank = me % o.tp, .size = o.tp, .group = r->group_comm.get()});

@@ -31,6 +31,9 @@ struct EpReplicaOptions {
   int threads = 0;             // 0: cores / ranks on this machine
   LoadOptions::Memory weights = LoadOptions::Memory::kCopied;
   int fail_load_rank = -1;  // fault injection for tests: this rank reports a load failure
+  // Place and load the MTP module's routed experts too (EngineOptions::mtp). A placement file
+  // without the module's layer gets it in contiguous slices.
+  bool mtp = false;
 };
 
 struct EpReplica {

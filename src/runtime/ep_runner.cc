@@ -34,9 +34,10 @@ std::string Serialize(const std::vector<int>& idx, const GenerateResult& res) {
     put(r.logits.data(), r.logits.size() * 4);
   }
   double times[2] = {res.prefill_seconds, res.decode_seconds};
-  int64_t counts[2] = {res.prefill_tokens, res.decode_tokens};
+  int64_t counts[4] = {res.prefill_tokens, res.decode_tokens, res.stats.draft_tokens,
+                       res.stats.accepted_draft_tokens};
   put(times, 16);
-  put(counts, 16);
+  put(counts, 32);
   return s;
 }
 
@@ -53,9 +54,11 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
                                   .placement_path = o.placement_path,
                                   .threads = o.threads,
                                   .weights = o.weights,
-                                  .fail_load_rank = o.fail_load_rank},
+                                  .fail_load_rank = o.fail_load_rank,
+                                  .mtp = o.engine.mtp},
                                  &rep);
   if (!built.status.ok()) return built;
+  if (Status s = CheckMtp(rep->config, o.engine.mtp); !s.ok()) return {s, true};
   const ModelConfig& config = rep->config;
   const int n = rep->num_ranks, me = rep->rank, dp = rep->dp, group = rep->group;
   const std::vector<int>& node_of = rep->node_of;
@@ -77,7 +80,7 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
   EngineOptions eng = o.engine;
   if (eng.num_blocks == 0) {
     eng.num_blocks = o.kv_memory_bytes > 0
-                         ? KvMemoryBlocks(config, eng.kv_dtype, eng.block_size, o.kv_memory_bytes)
+                         ? KvMemoryBlocks(config, eng.kv_dtype, eng.block_size, o.kv_memory_bytes, eng.mtp)
                          : BlocksForAll(group_requests, eng.block_size);
     if (eng.num_blocks < 1)
       return {Status::InvalidArgument("--kv-memory " + std::to_string(o.kv_memory_bytes) +
@@ -141,9 +144,11 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
       get(rr.logits.data(), head[5] * 4);
     }
     double times[2];
-    int64_t counts[2];
+    int64_t counts[4];
     get(times, 16);
-    get(counts, 16);
+    get(counts, 32);
+    out->draft_tokens += counts[2];
+    out->accepted_draft_tokens += counts[3];
     out->prefill_seconds = std::max(out->prefill_seconds, times[0]);
     out->decode_seconds = std::max(out->decode_seconds, times[1]);
     out->prefill_tokens += counts[0];

@@ -46,6 +46,7 @@ struct EpRunResult {                    // filled on rank 0 only
   int64_t cache_blocks = 0, block_size = 0;        // group 0's pool
   double prefill_seconds = 0, decode_seconds = 0;  // max over ranks
   int64_t prefill_tokens = 0, decode_tokens = 0;   // all groups
+  int64_t draft_tokens = 0, accepted_draft_tokens = 0;  // MTP, all groups
   std::string stats_table;                         // the --stats report
 };
 

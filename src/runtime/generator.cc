@@ -32,6 +32,7 @@ StatusOr<GenerateResult> RunRequests(Engine& engine, const std::vector<GenerateR
     if (requests[i].cancel_step >= 0) cancels.insert({requests[i].cancel_step, i});
   const double t_begin = NowSeconds();
   std::vector<float> logits;
+  int64_t decode_positions = 0;  // positions decodes computed (drafts included)
   for (int step = 0;; ++step) {
     if (opt.on_step) opt.on_step(step);
     StepPlan plan;
@@ -79,24 +80,31 @@ StatusOr<GenerateResult> RunRequests(Engine& engine, const std::vector<GenerateR
     }
     const double t0 = NowSeconds();
     RETURN_IF_ERROR(RunStepPlan(ls, engine.model(), &plan, engine.pool().blocks(), &logits));
-    const double dt = NowSeconds() - t0;
-    ++res.steps;
     bool prefill = false;
     int64_t decode_tokens = 0;
     for (const auto& c : plan.chunks) {
-      if (c.tokens.size() == 1 && c.want_logits && c.start > 0)
-        ++decode_tokens;  // a decode (or a 1-token tail)
-      else
+      if ((c.tokens.size() == 1 || c.num_logits == 2) && c.want_logits && c.start > 0) {
+        ++decode_tokens;  // a decode (or a 1-token tail); with a draft, + its acceptance below
+        decode_positions += static_cast<int64_t>(c.tokens.size());
+      } else {
         prefill = true;
+      }
     }
-    (prefill ? res.prefill_seconds : res.decode_seconds) += dt;
+    ++res.steps;
     if (!leader) {
       // A follower replays the leader's plan on its own replica of the cache; blocks are
       // assigned by the leader, so its pool needs no bookkeeping.
+      RETURN_IF_ERROR(RunDrafts(ls, engine, &logits));
+      (prefill ? res.prefill_seconds : res.decode_seconds) += NowSeconds() - t0;
       continue;
     }
+    const int64_t accepted_before = engine.stats().accepted_draft_tokens;
+    std::vector<TokenEvent> events = engine.Complete(plan, logits);
+    RETURN_IF_ERROR(RunDrafts(ls, engine, &logits));
+    (prefill ? res.prefill_seconds : res.decode_seconds) += NowSeconds() - t0;
+    decode_tokens += engine.stats().accepted_draft_tokens - accepted_before;
     const double now = NowSeconds() - t_begin;
-    for (TokenEvent& ev : engine.Complete(plan, logits)) {
+    for (TokenEvent& ev : events) {
       RequestResult& r = res.requests[index_of[ev.request]];
       if (ev.token >= 0) {
         if (r.tokens.empty()) {
@@ -118,7 +126,7 @@ StatusOr<GenerateResult> RunRequests(Engine& engine, const std::vector<GenerateR
   }
   res.seconds = NowSeconds() - t_begin;
   res.stats = engine.stats();
-  res.prefill_tokens = res.stats.computed_tokens - res.decode_tokens;
+  res.prefill_tokens = res.stats.computed_tokens - decode_positions;
   return res;
 }
 

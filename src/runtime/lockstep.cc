@@ -27,4 +27,26 @@ Status RunStepPlan(const Lockstep& ls, Model& model, StepPlan* plan, const KvBlo
   return ExecutePlan(model, *plan, kv, logits);
 }
 
+Status RunDraftPlan(const Lockstep& ls, Model& model, StepPlan* drafts, const KvBlocks& kv,
+                    std::vector<float>* logits) {
+  if (ls.tp()) {
+    std::string bytes = ls.leader() ? drafts->Serialize() : std::string();
+    RETURN_IF_ERROR(ls.group->Broadcast(&bytes, 0));
+    if (!ls.leader()) {
+      ASSIGN_OR_RETURN(*drafts, StepPlan::Deserialize(bytes));
+    }
+  }
+  if (drafts->chunks.empty() && !ls.distributed()) return Status::Ok();
+  return ExecuteDraftPlan(model, *drafts, kv, logits);
+}
+
+Status RunDrafts(const Lockstep& ls, Engine& engine, std::vector<float>* logits) {
+  if (!engine.options().mtp) return Status::Ok();
+  StepPlan drafts;
+  if (ls.leader()) drafts = engine.ScheduleDrafts();
+  RETURN_IF_ERROR(RunDraftPlan(ls, engine.model(), &drafts, engine.pool().blocks(), logits));
+  if (ls.leader()) engine.CompleteDrafts(drafts, *logits);
+  return Status::Ok();
+}
+
 }  // namespace epserve

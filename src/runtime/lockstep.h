@@ -38,4 +38,13 @@ Status AgreeStep(const Lockstep& ls, StepVote* vote);
 Status RunStepPlan(const Lockstep& ls, Model& model, StepPlan* plan, const KvBlocks& kv,
                    std::vector<float>* logits);
 
+// With MTP, after the leader's Complete: the step's draft pass (Engine::ScheduleDrafts on the
+// leader), the same way: followers receive it, everyone runs the MTP module.
+Status RunDraftPlan(const Lockstep& ls, Model& model, StepPlan* drafts, const KvBlocks& kv,
+                    std::vector<float>* logits);
+
+// The whole draft phase of a step for a driver: schedule (leader), run, complete (leader).
+// A no-op without EngineOptions::mtp.
+Status RunDrafts(const Lockstep& ls, Engine& engine, std::vector<float>* logits);
+
 }  // namespace epserve

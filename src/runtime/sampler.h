@@ -1,5 +1,5 @@
-// Token sampling: greedy (temperature 0) or temperature + top-k + nucleus (top-p) with a seeded RNG.
-// Deterministic for a given seed. Thread safety: one sampler per sequence.
+// Token sampling: greedy (temperature 0) or temperature + top-k + nucleus (top-p) with a seeded
+// RNG. Deterministic for a given seed. Thread safety: one sampler per sequence.
 #pragma once
 
 #include <cstdint>
@@ -20,10 +20,28 @@ class Sampler {
   explicit Sampler(const SamplingOptions& options) : opt_(options), rng_(options.seed) {}
   int32_t Sample(const float* logits, int vocab);
 
+  // Speculative decoding (docs/serving-engine.md, "MTP"):
+  bool greedy() const { return opt_.temperature <= 0.0f; }
+  // The distribution Sample draws from, dense over the vocabulary: temperature, top-k and
+  // top-p applied, renormalized over the kept tokens, zero elsewhere. Greedy: one-hot at the
+  // argmax.
+  void Distribution(const float* logits, int vocab, std::vector<float>* p);
+  // A draw from the weights w[0, vocab) (not necessarily normalized; their sum must be > 0).
+  int32_t SampleFrom(const float* w, int vocab);
+  // Speculative verification of a draft token d drawn from q (Leviathan et al. 2023): keeps d
+  // with probability min(1, p(d) / q(d)), else draws from the residual max(0, p - q)
+  // renormalized, where p = Distribution(logits); the token returned is then distributed as p
+  // whatever q is. Greedy: keeps d iff it is the argmax (q unused), returns the argmax.
+  int32_t VerifyDraft(const float* logits, int vocab, int32_t draft, const std::vector<float>& q,
+                      bool* accepted);
+  // A uniform draw from [0, 1).
+  double Uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
+
  private:
   SamplingOptions opt_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> probs_;
+  std::vector<float> scratch_;
 };
 
 // Index of the largest logit; ties to the lower id.
