@@ -124,8 +124,9 @@ StatusOr<StepPlan> StepPlan::Deserialize(const std::string& bytes) {
   return plan;
 }
 
-Status ExecutePlan(Model& model, const StepPlan& plan, const KvBlocks& kv,
-                   std::vector<float>* logits) {
+namespace {
+// The plan's chunks as the model's batch (views into the plan's vectors).
+ForwardBatch ToBatch(const StepPlan& plan) {
   ForwardBatch batch;
   batch.chunks.reserve(plan.chunks.size());
   for (const auto& c : plan.chunks)
@@ -135,21 +136,20 @@ Status ExecutePlan(Model& model, const StepPlan& plan, const KvBlocks& kv,
                             .blocks = c.blocks,
                             .want_logits = c.want_logits,
                             .num_logits = c.num_logits});
+  return batch;
+}
+}  // namespace
+
+Status ExecutePlan(Model& model, const StepPlan& plan, const KvBlocks& kv,
+                   std::vector<float>* logits) {
+  const ForwardBatch batch = ToBatch(plan);
   logits->resize(std::max<int64_t>(1, plan.num_logits()) * model.config().vocab_size);
   return model.Forward(batch, kv, logits->data());
 }
 
 Status ExecuteDraftPlan(Model& model, const StepPlan& drafts, const KvBlocks& kv,
                         std::vector<float>* logits) {
-  ForwardBatch batch;
-  batch.chunks.reserve(drafts.chunks.size());
-  for (const auto& c : drafts.chunks)
-    batch.chunks.push_back({.tokens = c.tokens,
-                            .sequence_id = c.sequence_id,
-                            .start = c.start,
-                            .blocks = c.blocks,
-                            .want_logits = c.want_logits,
-                            .num_logits = c.num_logits});
+  const ForwardBatch batch = ToBatch(drafts);
   const int H = model.config().hidden_size;
   const int64_t T = drafts.num_tokens();
   if (static_cast<int64_t>(drafts.hidden_rows.size()) != T)

@@ -14,8 +14,10 @@ Status AgreeStep(const Lockstep& ls, StepVote* vote) {
   return Status::Ok();
 }
 
-Status RunStepPlan(const Lockstep& ls, Model& model, StepPlan* plan, const KvBlocks& kv,
-                   std::vector<float>* logits) {
+namespace {
+// TP followers receive the leader's plan. Returns whether the plan must run here (it has
+// chunks, or the world's collectives need this rank anyway).
+StatusOr<bool> ShareStepPlan(const Lockstep& ls, StepPlan* plan) {
   if (ls.tp()) {
     std::string bytes = ls.leader() ? plan->Serialize() : std::string();
     RETURN_IF_ERROR(ls.group->Broadcast(&bytes, 0));
@@ -23,21 +25,20 @@ Status RunStepPlan(const Lockstep& ls, Model& model, StepPlan* plan, const KvBlo
       ASSIGN_OR_RETURN(*plan, StepPlan::Deserialize(bytes));
     }
   }
-  if (plan->chunks.empty() && !ls.distributed()) return Status::Ok();
-  return ExecutePlan(model, *plan, kv, logits);
+  return !plan->chunks.empty() || ls.distributed();
+}
+}  // namespace
+
+Status RunStepPlan(const Lockstep& ls, Model& model, StepPlan* plan, const KvBlocks& kv,
+                   std::vector<float>* logits) {
+  ASSIGN_OR_RETURN(const bool run, ShareStepPlan(ls, plan));
+  return run ? ExecutePlan(model, *plan, kv, logits) : Status::Ok();
 }
 
 Status RunDraftPlan(const Lockstep& ls, Model& model, StepPlan* drafts, const KvBlocks& kv,
                     std::vector<float>* logits) {
-  if (ls.tp()) {
-    std::string bytes = ls.leader() ? drafts->Serialize() : std::string();
-    RETURN_IF_ERROR(ls.group->Broadcast(&bytes, 0));
-    if (!ls.leader()) {
-      ASSIGN_OR_RETURN(*drafts, StepPlan::Deserialize(bytes));
-    }
-  }
-  if (drafts->chunks.empty() && !ls.distributed()) return Status::Ok();
-  return ExecuteDraftPlan(model, *drafts, kv, logits);
+  ASSIGN_OR_RETURN(const bool run, ShareStepPlan(ls, drafts));
+  return run ? ExecuteDraftPlan(model, *drafts, kv, logits) : Status::Ok();
 }
 
 Status RunDrafts(const Lockstep& ls, Engine& engine, std::vector<float>* logits) {
