@@ -129,17 +129,17 @@ Status Model::Prepare(const ForwardBatch& batch, const KvBlocks& kv, const Weigh
 }
 
 void Model::Head(const ForwardBatch& batch, const std::vector<float>& norm, const WeightView& head,
-                 float* logits) {
+                 float* logits, AlignedVector<float>* hidden) {
   const ModelConfig& c = config_;
   Workspace& w = *ws_;
   const int H = c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   const double t0 = NowSeconds();
-  if (keep_hidden_) {
+  if (hidden != nullptr) {
     // Every token's normalized hidden state (the MTP module's input), logits rows from it.
-    hidden_.resize(w.T * H);
+    hidden->resize(w.T * H);
     for (int64_t t = 0; t < w.T; ++t)
-      kernels::RmsNorm(&w.x[t * H], norm.data(), H, eps, &hidden_[t * H]);
+      kernels::RmsNorm(&w.x[t * H], norm.data(), H, eps, &(*hidden)[t * H]);
   }
   int64_t rows = 0;
   for (const auto& ch : batch.chunks) rows += ch.want_logits ? ch.num_logits : 0;
@@ -150,8 +150,8 @@ void Model::Head(const ForwardBatch& batch, const std::vector<float>& norm, cons
     t += static_cast<int64_t>(ch.tokens.size());
     if (!ch.want_logits) continue;
     for (int64_t r = t - ch.num_logits; r < t; ++r, ++rows) {
-      if (keep_hidden_)
-        std::memcpy(&w.last[rows * H], &hidden_[r * H], H * sizeof(float));
+      if (hidden != nullptr)
+        std::memcpy(&w.last[rows * H], &(*hidden)[r * H], H * sizeof(float));
       else
         kernels::RmsNorm(&w.x[r * H], norm.data(), H, eps, &w.last[rows * H]);
     }
@@ -177,12 +177,12 @@ Status Model::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logi
     RETURN_IF_ERROR(RunLayer(l, kv));
     CheckFinite(l);
   }
-  Head(batch, weights_.final_norm, weights_.lm_head, logits);
+  Head(batch, weights_.final_norm, weights_.lm_head, logits, keep_hidden_ ? &hidden_ : nullptr);
   return Status::Ok();
 }
 
-Status Model::ForwardMtp(const ForwardBatch& batch, const float* hidden, const KvBlocks& kv,
-                         float* logits) {
+Status Model::ForwardMtp(const ForwardBatch& batch, std::span<const int64_t> hidden_rows,
+                         const KvBlocks& kv, float* logits) {
   const ModelConfig& c = config_;
   Workspace& w = *ws_;
   const int H = c.hidden_size, L = c.num_hidden_layers;
@@ -193,6 +193,14 @@ Status Model::ForwardMtp(const ForwardBatch& batch, const float* hidden, const K
                                    " layers has no MTP layer for a model of " + std::to_string(L));
   const MtpWeights& m = weights_.mtp[0];
   RETURN_IF_ERROR(Prepare(batch, kv, m.embed));
+  const int64_t have = static_cast<int64_t>(hidden_.size()) / H;
+  if (static_cast<int64_t>(hidden_rows.size()) != w.T)
+    return Status::InvalidArgument("MTP pass: " + std::to_string(hidden_rows.size()) +
+                                   " hidden rows for " + std::to_string(w.T) + " tokens");
+  for (int64_t r : hidden_rows)
+    if (r < 0 || r >= have)
+      return Status::InvalidArgument("MTP pass: hidden row " + std::to_string(r) +
+                                     " outside the main pass's " + std::to_string(have));
   const float eps = static_cast<float>(c.rms_norm_eps);
   // x = eh_proj([enorm(embed(next token)) | hnorm(hidden)]) (DeepSeek-V3 §2.2; vLLM and SGLang
   // feed the main model's final-normed hidden state, as here).
@@ -200,17 +208,15 @@ Status Model::ForwardMtp(const ForwardBatch& batch, const float* hidden, const K
   w.mtp_in.resize(w.T * 2 * H);
   for (int64_t t = 0; t < w.T; ++t) {
     kernels::RmsNorm(&w.x[t * H], m.enorm.data(), H, eps, &w.mtp_in[t * 2 * H]);
-    kernels::RmsNorm(hidden + t * H, m.hnorm.data(), H, eps, &w.mtp_in[t * 2 * H + H]);
+    kernels::RmsNorm(&hidden_[hidden_rows[t] * H], m.hnorm.data(), H, eps,
+                     &w.mtp_in[t * 2 * H + H]);
   }
   kernels::MatMul(
       {.x = w.mtp_in.data(), .num_rows = w.T, .w = m.eh_proj, .y = w.x.data(), .compute = compute_},
       pool_);
   times_.gemm += NowSeconds() - t0;
   RETURN_IF_ERROR(RunLayer(L, kv));
-  const bool keep = keep_hidden_;
-  keep_hidden_ = false;  // the main pass's hidden states stay as they were
-  Head(batch, m.head_norm, m.head, logits);
-  keep_hidden_ = keep;
+  Head(batch, m.head_norm, m.head, logits, /*hidden=*/nullptr);  // hidden_ stays the main pass's
   return Status::Ok();
 }
 

@@ -120,15 +120,15 @@ class Model {
   Status Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logits);
   // The MTP module (multi-token prediction, DeepSeek-V3; module 0 of num_nextn_predict_layers)
   // over a batch shaped like Forward's: chunk token i is the token *after* position start + i,
-  // and hidden holds, for every token of the batch in order, the main model's final-normed
-  // hidden state at that position (Model::hidden() of the pass that computed it). Writes the
+  // and hidden_rows gives, for every token of the batch in order, the row of hidden() (the
+  // last Forward's final-normed hidden states) at that position. Writes the
   // module's own latent rows into cache layer num_hidden_layers of `kv` and the logits of each
   // wanting chunk's last num_logits tokens (the draft for the position after next). Like Forward,
   // an empty batch still runs the module's collectives. Non-finite values are not tracked here
   // (a draft only changes speed, never output).
   // REQUIRES: kv has num_hidden_layers + num_nextn_predict_layers layers.
-  Status ForwardMtp(const ForwardBatch& batch, const float* hidden, const KvBlocks& kv,
-                    float* logits);
+  Status ForwardMtp(const ForwardBatch& batch, std::span<const int64_t> hidden_rows,
+                    const KvBlocks& kv, float* logits);
   // Whether Forward keeps every token's final-normed hidden state in hidden() (for ForwardMtp).
   void SetKeepHidden(bool keep) { keep_hidden_ = keep; }
   // [tokens of the last Forward, hidden_size] when SetKeepHidden(true).
@@ -150,9 +150,10 @@ class Model {
   struct Workspace;
   // Validates the batch and fills the workspace's per-token tables and embedding rows.
   Status Prepare(const ForwardBatch& batch, const KvBlocks& kv, const WeightView& embed);
-  // Final norm and head: the logits rows the chunks want (and hidden_ with keep_hidden_).
+  // Final norm and head: the logits rows the chunks want; every token's normed row into
+  // `hidden` unless null.
   void Head(const ForwardBatch& batch, const std::vector<float>& norm, const WeightView& head,
-            float* logits);
+            float* logits, AlignedVector<float>* hidden);
   // Decoder layer l (an MTP module's block for l >= num_hidden_layers), cache layer l.
   Status RunLayer(int layer, const KvBlocks& kv);
   Status Attention(int layer, const KvBlocks& cache);

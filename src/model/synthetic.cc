@@ -70,47 +70,42 @@ void QuantizeFp8(const std::vector<float>& w, int64_t rows, int64_t cols, std::v
     for (int64_t c = 0; c < cols; ++c) (*q)[r * cols + c] = F32ToFp8E4M3(w[r * cols + c] / (*scale)[(r / 128) * sc + c / 128]);
 }
 
-// With SyntheticOptions::mtp_from_main: the main-model tensor whose values an MTP tensor takes
-// (empty: its own), and whether it is the [I | 0] eh_proj.
-std::string MtpSource(const TensorSpec& spec, const SyntheticOptions& opt, bool* identity) {
-  *identity = false;
+// How SyntheticOptions::mtp_from_main makes an MTP tensor: random as usual, with the values of
+// a main-model tensor (`source`), [I | 0] (eh_proj) or ones (enorm, hnorm).
+struct MtpRecipe {
+  enum Kind { kOwn, kCopy, kIdentity, kOnes } kind = kOwn;
+  std::string source;
+};
+MtpRecipe MtpRecipeFor(const TensorSpec& spec, const SyntheticOptions& opt) {
   const int L = opt.config.num_hidden_layers;
-  if (!opt.mtp_from_main || spec.layer < L) return "";
+  if (!opt.mtp_from_main || spec.layer < L) return {};
   const std::string prefix = "model.layers." + std::to_string(spec.layer) + ".";
   const std::string rest = spec.name.substr(prefix.size());
-  if (rest == "eh_proj.weight") {
-    *identity = true;
-    return "";
-  }
-  if (rest == "embed_tokens.weight") return "model.embed_tokens.weight";
-  if (rest == "shared_head.head.weight") return "lm_head.weight";
-  if (rest == "shared_head.norm.weight") return "model.norm.weight";
-  if (rest == "enorm.weight" || rest == "hnorm.weight") return "";
-  return "model.layers." + std::to_string(L - 1) + "." + rest;
+  if (rest == "eh_proj.weight") return {MtpRecipe::kIdentity};
+  if (rest == "enorm.weight" || rest == "hnorm.weight") return {MtpRecipe::kOnes};
+  if (rest == "embed_tokens.weight") return {MtpRecipe::kCopy, "model.embed_tokens.weight"};
+  if (rest == "shared_head.head.weight") return {MtpRecipe::kCopy, "lm_head.weight"};
+  if (rest == "shared_head.norm.weight") return {MtpRecipe::kCopy, "model.norm.weight"};
+  return {MtpRecipe::kCopy, "model.layers." + std::to_string(L - 1) + "." + rest};
 }
 
 void AddTensor(SafetensorsWriter& w, const TensorSpec& in_spec, const SyntheticOptions& opt) {
-  bool identity = false;
-  const std::string source = MtpSource(in_spec, opt, &identity);
-  if (identity) {  // eh_proj [H, 2H] = [I | 0]
-    const int64_t rows = in_spec.shape[0], cols = in_spec.shape[1];
-    std::vector<float> v(rows * cols, 0.0f);
-    for (int64_t r = 0; r < rows; ++r) v[r * cols + r] = 1.0f;
-    w.Add(in_spec.name, DType::kBF16, in_spec.shape, ToBf16(v));
+  const MtpRecipe recipe = MtpRecipeFor(in_spec, opt);
+  const std::string& out_name = in_spec.name;
+  if (recipe.kind == MtpRecipe::kIdentity || recipe.kind == MtpRecipe::kOnes) {
+    const int64_t rows = in_spec.shape[0], cols = in_spec.shape.size() == 1 ? 1 : in_spec.shape[1];
+    std::vector<float> v(rows * cols, recipe.kind == MtpRecipe::kOnes ? 1.0f : 0.0f);
+    if (recipe.kind == MtpRecipe::kIdentity)
+      for (int64_t r = 0; r < rows; ++r) v[r * cols + r] = 1.0f;  // [H, 2H] = [I | 0]
+    w.Add(out_name, DType::kBF16, in_spec.shape, ToBf16(v));
     return;
   }
-  // Values come from the source's name (the same random stream); the tensor keeps its own.
+  // A copy draws from the source's name (the same random stream); the tensor keeps its own.
   TensorSpec spec = in_spec;
-  if (!source.empty()) spec.name = source;
-  const std::string& out_name = in_spec.name;
+  if (recipe.kind == MtpRecipe::kCopy) spec.name = recipe.source;
   const int64_t n = spec.shape.size() == 1 ? spec.shape[0] : spec.shape[0] * spec.shape[1];
   switch (spec.role) {
     case TensorRole::kNorm:
-      if (opt.mtp_from_main && (out_name.find(".enorm.") != std::string::npos ||
-                                out_name.find(".hnorm.") != std::string::npos)) {
-        w.Add(out_name, DType::kBF16, spec.shape, ToBf16(std::vector<float>(n, 1.0f)));
-        return;
-      }
       w.Add(out_name, DType::kBF16, spec.shape, ToBf16(RandomValues(spec.name, opt.seed, n, 1.0f, 0.1f)));
       return;
     case TensorRole::kBias:

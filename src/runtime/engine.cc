@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "base/check.h"
 
@@ -150,23 +151,8 @@ Status ExecutePlan(Model& model, const StepPlan& plan, const KvBlocks& kv,
 Status ExecuteDraftPlan(Model& model, const StepPlan& drafts, const KvBlocks& kv,
                         std::vector<float>* logits) {
   const ForwardBatch batch = ToBatch(drafts);
-  const int H = model.config().hidden_size;
-  const int64_t T = drafts.num_tokens();
-  if (static_cast<int64_t>(drafts.hidden_rows.size()) != T)
-    return Status::InvalidArgument("draft plan: " + std::to_string(drafts.hidden_rows.size()) +
-                                   " hidden rows for " + std::to_string(T) + " tokens");
-  const AlignedVector<float>& all = model.hidden();
-  const int64_t have = static_cast<int64_t>(all.size()) / H;
-  AlignedVector<float> hidden(std::max<int64_t>(T, 1) * H);
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t r = drafts.hidden_rows[t];
-    if (r < 0 || r >= have)
-      return Status::InvalidArgument("draft plan: hidden row " + std::to_string(r) +
-                                     " outside the main pass's " + std::to_string(have));
-    std::memcpy(&hidden[t * H], &all[r * H], H * sizeof(float));
-  }
   logits->resize(std::max<int64_t>(1, drafts.num_logits()) * model.config().vocab_size);
-  return model.ForwardMtp(batch, hidden.data(), kv, logits->data());
+  return model.ForwardMtp(batch, drafts.hidden_rows, kv, logits->data());
 }
 
 Status CheckMtp(const ModelConfig& c, bool mtp) {
@@ -444,49 +430,42 @@ std::vector<TokenEvent> Engine::Complete(const StepPlan& plan, const std::vector
       nan = nan || std::isnan(l[v]);
     }
     if (!finite) {  // the hidden state was finite: the final norm or lm_head made it
+      if (c.num_logits == 2) s.num_computed = c.start + 1;  // the draft was never verified
+      if (options_.prefix_cache) CommitFullBlocks(s);          // its rows are sound
       Finish(s, FinishReason::kError,
              std::string("lm_head: non-finite logits (") + (nan ? "NaN" : "Inf") +
                  ") at token position " + std::to_string(s.num_computed - 1),
              &events);
       continue;
     }
+    // With a draft (2 rows): speculative verification (Sampler::VerifyDraft; greedy output is
+    // plain decoding's); a kept draft lets the second row give a token of its own.
     bool accepted = false;
-    const std::vector<int32_t> tokens = Verify(s, c, l, &accepted);
+    const int32_t first = c.num_logits == 2
+                              ? s.sampler.VerifyDraft(l, V, c.tokens[1], s.draft_q, &accepted)
+                              : s.sampler.Sample(l, V);
     if (c.num_logits == 2) {
       ++stats_.draft_tokens;
       stats_.accepted_draft_tokens += accepted ? 1 : 0;
       if (!accepted) s.num_computed = c.start + 1;  // the draft's rows are overwritten later
     }
     s.draft = -1;
-    // Commit before the tokens can finish the request (its blocks stay in the prefix cache).
-    const size_t known = s.tokens.size();
-    s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
+    FinishReason reason = Emit(s, first, l, &events);
+    if (accepted && reason == FinishReason::kNone)
+      reason = Emit(s, s.sampler.Sample(l + V, V), l + V, &events);
+    // Commit before finishing: the request's blocks stay in the prefix cache.
     if (options_.prefix_cache) CommitFullBlocks(s);
-    s.tokens.resize(known);
-    bool finished = false;
-    for (size_t i = 0; i < tokens.size() && !finished; ++i)
-      finished = Emit(s, tokens[i], l + static_cast<int64_t>(i) * V, &events);
-    if (!finished) AddDrafts(s, c, token0, /*want_draft=*/true);
+    if (reason != FinishReason::kNone) {
+      Finish(s, reason, "", &events);
+      continue;
+    }
+    AddDrafts(s, c, token0, /*want_draft=*/true);
   }
   return events;
 }
 
-std::vector<int32_t> Engine::Verify(Sequence& s, const PlannedChunk& c, const float* rows,
-                                    bool* accepted) {
-  const int V = model_.config().vocab_size;
-  *accepted = false;
-  if (c.num_logits == 1) return {s.sampler.Sample(rows, V)};
-  // Speculative verification of the draft (Sampler::VerifyDraft); when it is kept, the second
-  // row gives a token of its own. Greedy: the output is plain decoding's.
-  const int32_t first = s.sampler.VerifyDraft(rows, V, c.tokens[1], s.draft_q, accepted);
-  // The second token only when the first does not end the request.
-  const bool stops = std::find(s.stop_ids.begin(), s.stop_ids.end(), first) != s.stop_ids.end() ||
-                     s.generated + 1 >= s.request.max_tokens;
-  if (!*accepted || stops) return {first};
-  return {first, s.sampler.Sample(rows + V, V)};
-}
-
-bool Engine::Emit(Sequence& s, int32_t token, const float* l, std::vector<TokenEvent>* events) {
+FinishReason Engine::Emit(Sequence& s, int32_t token, const float* l,
+                          std::vector<TokenEvent>* events) {
   const int V = model_.config().vocab_size;
   TokenEvent ev{.request = s.id, .token = token};
   if (s.request.logprobs >= 0) {
@@ -516,9 +495,7 @@ bool Engine::Emit(Sequence& s, int32_t token, const float* l, std::vector<TokenE
   else if (s.generated >= s.request.max_tokens)
     reason = FinishReason::kLength;
   events->push_back(std::move(ev));
-  if (reason == FinishReason::kNone) return false;
-  Finish(s, reason, "", events);
-  return true;
+  return reason;
 }
 
 void Engine::AddDrafts(const Sequence& s, const PlannedChunk& c, int64_t token0, bool want_draft) {
@@ -531,15 +508,11 @@ void Engine::AddDrafts(const Sequence& s, const PlannedChunk& c, int64_t token0,
     pending_drafts_.hidden_rows.push_back(token0 + (pos - c.start));
   }
   d.blocks = s.blocks;
-  d.want_logits = want_draft && s.generated < s.request.max_tokens;
+  d.want_logits = want_draft;
   pending_drafts_.chunks.push_back(std::move(d));
 }
 
-StepPlan Engine::ScheduleDrafts() {
-  StepPlan plan = std::move(pending_drafts_);
-  pending_drafts_ = StepPlan();
-  return plan;
-}
+StepPlan Engine::ScheduleDrafts() { return std::exchange(pending_drafts_, StepPlan()); }
 
 void Engine::CompleteDrafts(const StepPlan& drafts, const std::vector<float>& logits) {
   const int V = model_.config().vocab_size;

@@ -164,11 +164,9 @@ class Engine {
   void CommitFullBlocks(Sequence& s);
   bool TryAdmit(Sequence& s, int64_t budget, PlannedChunk* chunk);
   PlannedChunk MakeChunk(const Sequence& s, int64_t n) const;
-  // The tokens a step gives s from its logits rows (1 or 2 with a draft); sets accepted.
-  std::vector<int32_t> Verify(Sequence& s, const PlannedChunk& c, const float* rows,
-                              bool* accepted);
-  // Sends one sampled token: event, stop and length checks. Returns whether s finished.
-  bool Emit(Sequence& s, int32_t token, const float* row, std::vector<TokenEvent>* events);
+  // Sends one sampled token (its event; logprobs from `row`) and returns whether it ends the
+  // request (a stop id, max_tokens); the caller finishes it.
+  FinishReason Emit(Sequence& s, int32_t token, const float* row, std::vector<TokenEvent>* events);
   // MTP: queues the draft pass's chunk for what this step computed of s (token0: the chunk's
   // first token in the main pass).
   void AddDrafts(const Sequence& s, const PlannedChunk& c, int64_t token0, bool want_draft);

@@ -12,38 +12,41 @@ int32_t ArgMax(const float* logits, int vocab) {
   return best;
 }
 
-int32_t Sampler::Sample(const float* logits, int vocab) {
-  if (opt_.temperature <= 0.0f) return ArgMax(logits, vocab);
-  float mx = logits[ArgMax(logits, vocab)];
+Sampler::Kept Sampler::KeepNucleus(const float* logits, int vocab) {
+  const float mx = logits[ArgMax(logits, vocab)];
   probs_.resize(vocab);
-  double sum = 0.0;
+  Kept k;
   for (int i = 0; i < vocab; ++i) {
-    float p = std::exp((logits[i] - mx) / opt_.temperature);
+    const float p = std::exp((logits[i] - mx) / opt_.temperature);
     probs_[i] = {p, i};
-    sum += p;
+    k.sum += p;
   }
   std::sort(probs_.begin(), probs_.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   });
   // Nucleus: the shortest prefix whose mass reaches top_p.
-  double cum = 0.0;
-  size_t keep = 0;
   const size_t limit = opt_.top_k > 0 ? std::min<size_t>(opt_.top_k, probs_.size()) : probs_.size();
   if (limit < probs_.size()) {  // renormalise over the k kept
-    sum = 0.0;
-    for (size_t i = 0; i < limit; ++i) sum += probs_[i].first;
+    k.sum = 0.0;
+    for (size_t i = 0; i < limit; ++i) k.sum += probs_[i].first;
   }
-  while (keep < limit) {
-    cum += probs_[keep++].first / sum;
-    if (cum >= opt_.top_p) break;
+  while (k.count < limit) {
+    k.mass += probs_[k.count++].first / k.sum;
+    if (k.mass >= opt_.top_p) break;
   }
-  double r = std::uniform_real_distribution<double>(0.0, cum)(rng_);
+  return k;
+}
+
+int32_t Sampler::Sample(const float* logits, int vocab) {
+  if (greedy()) return ArgMax(logits, vocab);
+  const Kept k = KeepNucleus(logits, vocab);
+  double r = std::uniform_real_distribution<double>(0.0, k.mass)(rng_);
   double acc = 0.0;
-  for (size_t i = 0; i < keep; ++i) {
-    acc += probs_[i].first / sum;
+  for (size_t i = 0; i < k.count; ++i) {
+    acc += probs_[i].first / k.sum;
     if (r < acc) return probs_[i].second;
   }
-  return probs_[keep - 1].second;
+  return probs_[k.count - 1].second;
 }
 
 void Sampler::Distribution(const float* logits, int vocab, std::vector<float>* p) {
@@ -52,31 +55,9 @@ void Sampler::Distribution(const float* logits, int vocab, std::vector<float>* p
     (*p)[ArgMax(logits, vocab)] = 1.0f;
     return;
   }
-  // The same kept set and weights as Sample.
-  const float mx = logits[ArgMax(logits, vocab)];
-  probs_.resize(vocab);
-  double sum = 0.0;
-  for (int i = 0; i < vocab; ++i) {
-    const float e = std::exp((logits[i] - mx) / opt_.temperature);
-    probs_[i] = {e, i};
-    sum += e;
-  }
-  std::sort(probs_.begin(), probs_.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first > b.first : a.second < b.second;
-  });
-  const size_t limit = opt_.top_k > 0 ? std::min<size_t>(opt_.top_k, probs_.size()) : probs_.size();
-  if (limit < probs_.size()) {
-    sum = 0.0;
-    for (size_t i = 0; i < limit; ++i) sum += probs_[i].first;
-  }
-  double cum = 0.0;
-  size_t keep = 0;
-  while (keep < limit) {
-    cum += probs_[keep++].first / sum;
-    if (cum >= opt_.top_p) break;
-  }
-  for (size_t i = 0; i < keep; ++i)
-    (*p)[probs_[i].second] = static_cast<float>(probs_[i].first / sum / cum);
+  const Kept k = KeepNucleus(logits, vocab);
+  for (size_t i = 0; i < k.count; ++i)
+    (*p)[probs_[i].second] = static_cast<float>(probs_[i].first / k.sum / k.mass);
 }
 
 int32_t Sampler::SampleFrom(const float* w, int vocab) {
@@ -106,13 +87,14 @@ int32_t Sampler::VerifyDraft(const float* logits, int vocab, int32_t d, const st
   const float qd = static_cast<int>(q.size()) == vocab ? q[d] : 0.0f;
   *accepted = qd > 0 && Uniform() < std::min(1.0, static_cast<double>(p[d]) / qd);
   if (*accepted) return d;
-  double mass = 0;
-  if (qd > 0)
+  if (qd > 0) {  // the residual max(0, p - q); p itself where q covered all of p
+    double mass = 0;
     for (int v = 0; v < vocab; ++v) {
       p[v] = std::max(0.0f, p[v] - q[v]);
       mass += p[v];
     }
-  if (qd > 0 && mass <= 0) Distribution(logits, vocab, &p);  // q covered p: p itself
+    if (mass <= 0) Distribution(logits, vocab, &p);
+  }
   return SampleFrom(p.data(), vocab);
 }
 

@@ -38,6 +38,15 @@ class Sampler {
   double Uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
 
  private:
+  // The tokens Sample draws from: sorted by probability into probs_ (unnormalized weights),
+  // the first `count` kept (top-k, then top-p); `sum` normalizes their weights, `mass` is the
+  // normalized mass kept.
+  struct Kept {
+    size_t count = 0;
+    double sum = 0.0, mass = 0.0;
+  };
+  Kept KeepNucleus(const float* logits, int vocab);
+
   SamplingOptions opt_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> probs_;
