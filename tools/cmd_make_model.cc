@@ -93,9 +93,11 @@ void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--shards", flags->shards, "number of safetensors shards (0: preset default)")
       ->check(IntRange(0, 1024));
   cmd->add_option("--mtp-weights", flags->mtp_weights,
-                  "the MTP module's weights (presets with one: tiny, bench): random, or from-main "
+                  "the MTP module's weights (only the tiny preset has one): random, or from-main "
                   "(its block a copy of the last layer, the model's embedding and head, eh_proj "
-                  "passing the next token's embedding on: a draft that agrees often)")
+                  "passing the next token's embedding on; every layer's o_proj and down_proj are "
+                  "then drawn at a tenth of the usual scale, so the next token depends mostly on "
+                  "the current one: a draft that agrees often)")
       ->check(CLI::IsMember({"random", "from-main"}))
       ->capture_default_str();
   cmd->add_option("--tokenizer", flags->tokenizer,
@@ -112,6 +114,9 @@ void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx) {
       tokenizer = std::move(*loaded);
       config->vocab_size = tokenizer->vocab_size();
     }
+    if (flags->mtp_weights == "from-main" && config->num_nextn_predict_layers < 1)
+      return ReportError(ctx, "--mtp-weights from-main: preset " + flags->preset +
+                                  " has no MTP module (num_nextn_predict_layers is 0)");
     Status prepared = PrepareOutDir(flags->out, flags->force);
     if (!prepared.ok()) return ReportError(ctx, prepared.message());
     int shards = flags->shards > 0 ? flags->shards : (flags->preset == "bench" ? 4 : 1);
