@@ -29,6 +29,7 @@ struct GenerateFlags {
   int max_tokens = 16;
   std::string arrivals;
   std::string logits_out, tokens_out;
+  std::string draft_logits_out;  // with --mtp on: every draft's MTP logits row
   float temperature = 0.0f, top_p = 1.0f;
   int top_k = 0;
   bool ignore_eos = false;
@@ -148,7 +149,8 @@ StatusOr<EngineOptions> BuildEngineOptions(const GenerateFlags& f) {
                        .kv_dtype = dtype,
                        .prefix_cache = !f.no_prefix_cache,
                        .keep_logits = !f.logits_out.empty(),
-                       .mtp = f.mtp == "on"};
+                       .mtp = f.mtp == "on",
+                       .keep_draft_logits = !f.draft_logits_out.empty()};
 }
 
 struct Timing {
@@ -248,6 +250,7 @@ Status RunDistributed(const GenerateFlags& f, const std::string& dir,
 Status CheckOutputs(const GenerateFlags& f) {
   const std::pair<const char*, const std::string*> outputs[] = {{"--tokens-out", &f.tokens_out},
                                                                 {"--logits-out", &f.logits_out},
+                                                                {"--draft-logits-out", &f.draft_logits_out},
                                                                 {"--trace-out", &f.trace_out}};
   for (const auto& [flag, path] : outputs) {
     RETURN_IF_ERROR(CheckWritable(flag, *path));
@@ -288,6 +291,11 @@ Status Run(const GenerateFlags& f) {
   if (comm::LaunchedByMpi() && !f.trace_out.empty())
     return Status::InvalidArgument(
         "--trace-out is recorded by a single process; run without mpirun");
+  if (!f.draft_logits_out.empty() && f.mtp != "on")
+    return Status::InvalidArgument("--draft-logits-out needs --mtp on");
+  if (comm::LaunchedByMpi() && !f.draft_logits_out.empty())
+    return Status::InvalidArgument(
+        "--draft-logits-out is written by a single process; run without mpirun");
   if (comm::LaunchedByMpi()) return RunDistributed(f, dir, reqs, engine, kv_bytes, tok.get());
   if (f.tp != 1 || f.stats || !f.placement.empty())
     return Status::InvalidArgument(
@@ -381,6 +389,15 @@ Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results,
                 WriteNpyF32(f.logits_out, {static_cast<int64_t>(results.size()), steps, vocab},
                             all.data()));
   }
+  if (!f.draft_logits_out.empty()) {
+    // [drafts, vocab]: sequence by sequence, each in position order (--tokens-out lists the
+    // positions).
+    std::vector<float> all;
+    for (const auto& r : results) all.insert(all.end(), r.draft_logits.begin(), r.draft_logits.end());
+    written = Combine(std::move(written),
+                      WriteNpyF32(f.draft_logits_out,
+                                  {static_cast<int64_t>(all.size()) / vocab, vocab}, all.data()));
+  }
   if (!f.tokens_out.empty()) {
     std::vector<std::vector<int32_t>> tokens;
     nlohmann::json finish = nlohmann::json::array(), cached = nlohmann::json::array();
@@ -389,10 +406,12 @@ Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results,
       finish.push_back(FinishReasonName(r.finish));
       cached.push_back(r.cached_prompt_tokens);
     }
-    const std::string text =
-        nlohmann::json({{"tokens", tokens}, {"finish", finish}, {"cached_prompt_tokens", cached}})
-            .dump() +
-        "\n";
+    nlohmann::json j = {{"tokens", tokens}, {"finish", finish}, {"cached_prompt_tokens", cached}};
+    if (!f.draft_logits_out.empty()) {
+      j["draft_positions"] = nlohmann::json::array();
+      for (const auto& r : results) j["draft_positions"].push_back(r.draft_positions);
+    }
+    const std::string text = j.dump() + "\n";
     written = Combine(std::move(written), WriteFileAtomically(f.tokens_out, text));
   }
   if (num_errors > 0) {
@@ -468,6 +487,11 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
                   "write float32 logits [sequences, steps, vocab] (.npy); step 0 = last prompt "
                   "position; rows after a "
                   "sequence stopped are zero");
+  cmd->add_option("--draft-logits-out", f->draft_logits_out,
+                  "with --mtp on: write the MTP module's float32 logits of every draft "
+                  "[drafts, vocab] (.npy), sequence by sequence in position order; --tokens-out "
+                  "then lists each sequence's \"draft_positions\" (a row at position p predicts "
+                  "the token at p + 2)");
   cmd->add_option("--tokens-out", f->tokens_out,
                   "write {\"tokens\": [[...], ...], \"finish\": [...], \"cached_prompt_tokens\": "
                   "[...]} as JSON, in the order of the prompts / arrivals file");

@@ -520,6 +520,10 @@ void Engine::CompleteDrafts(const StepPlan& drafts, const std::vector<float>& lo
   for (const PlannedChunk& c : drafts.chunks) {
     if (!c.want_logits) continue;
     const float* l = &logits[static_cast<size_t>(row++) * V];
+    if (options_.keep_draft_logits)
+      draft_logits_.push_back({.request = c.request,
+                               .position = c.start + static_cast<int64_t>(c.tokens.size()) - 1,
+                               .logits = std::vector<float>(l, l + V)});
     auto it = sequences_.find(c.request);
     if (it == sequences_.end()) continue;
     Sequence& s = *it->second;

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -74,6 +75,9 @@ struct EngineOptions {
   // is identical to plain decoding, sampled output has the same distribution. The cache pool
   // then holds the MTP module's latent rows too. REQUIRES: num_nextn_predict_layers >= 1.
   bool mtp = false;
+  // With mtp: CompleteDrafts keeps the MTP module's logits row of every draft
+  // (TakeDraftLogits), for the reference check of the module's numerics.
+  bool keep_draft_logits = false;
   std::vector<int32_t> default_stop_ids;
 };
 
@@ -107,6 +111,14 @@ Status ExecutePlan(Model& model, const StepPlan& plan, const KvBlocks& kv,
 // the model's last Forward; logits receives num_logits() rows.
 Status ExecuteDraftPlan(Model& model, const StepPlan& drafts, const KvBlocks& kv,
                         std::vector<float>* logits);
+
+// One draft's logits row (EngineOptions::keep_draft_logits): the MTP module's output at
+// `position`, predicting the token at position + 2.
+struct DraftLogits {
+  RequestId request = 0;
+  int64_t position = 0;
+  std::vector<float> logits;
+};
 
 struct EngineStats {
   int64_t steps = 0, prompt_tokens = 0, cached_prompt_tokens = 0, computed_tokens = 0,
@@ -147,6 +159,8 @@ class Engine {
   // mtp. CompleteDrafts takes its logits and stores the drafts the next Schedule verifies.
   StepPlan ScheduleDrafts();
   void CompleteDrafts(const StepPlan& drafts, const std::vector<float>& logits);
+  // The rows kept since the last call (EngineOptions::keep_draft_logits), in draft order.
+  std::vector<DraftLogits> TakeDraftLogits() { return std::exchange(draft_logits_, {}); }
   // Schedule + ExecutePlan + Complete (+ ScheduleDrafts + ExecuteDraftPlan + CompleteDrafts).
   StatusOr<std::vector<TokenEvent>> Step();
 
@@ -184,6 +198,7 @@ class Engine {
       early_events_;  // cancellations of waiting requests, emitted next Complete
   EngineStats stats_;
   StepPlan pending_drafts_;  // built by Complete for ScheduleDrafts
+  std::vector<DraftLogits> draft_logits_;
 };
 
 // Blocks of block_size positions that fit in `bytes` for this model and cache dtype.

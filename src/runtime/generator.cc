@@ -103,6 +103,11 @@ StatusOr<GenerateResult> RunRequests(Engine& engine, const std::vector<GenerateR
     RETURN_IF_ERROR(RunDrafts(ls, engine, &logits));
     (prefill ? res.prefill_seconds : res.decode_seconds) += NowSeconds() - t0;
     decode_tokens += engine.stats().accepted_draft_tokens - accepted_before;
+    for (DraftLogits& d : engine.TakeDraftLogits()) {
+      RequestResult& r = res.requests[index_of[d.request]];
+      r.draft_positions.push_back(d.position);
+      r.draft_logits.insert(r.draft_logits.end(), d.logits.begin(), d.logits.end());
+    }
     const double now = NowSeconds() - t_begin;
     for (TokenEvent& ev : events) {
       RequestResult& r = res.requests[index_of[ev.request]];

@@ -38,6 +38,9 @@ struct RequestResult {
   std::string error;
   int64_t cached_prompt_tokens = 0;
   std::vector<float> logits;  // [tokens, vocab] with keep_logits
+  // With EngineOptions::keep_draft_logits: each draft's position and MTP logits row [vocab].
+  std::vector<int64_t> draft_positions;
+  std::vector<float> draft_logits;
   int arrival_step = 0, first_token_step = -1, finish_step = -1;
   double arrival_seconds = 0, first_token_seconds = -1, finish_seconds = -1;  // since the run began
 };

@@ -202,15 +202,37 @@ class Model:
         return (c.get("n_routed_experts") is not None and l >= c.get("first_k_dense_replace", 0)
                 and l % c.get("moe_layer_freq", 1) == 0)
 
-    def forward(self, ids):
-        """ids: list of token ids (positions 0..T-1) -> float64 logits [T, vocab]."""
+    def layer(self, l, x):
+        """Decoder layer l (an MTP module's block for l >= num_hidden_layers) on x [T, hidden]."""
+        p = f"model.layers.{l}"
+        h = x + self.attention(l, self.rms(x, p + ".input_layernorm"))
+        hn = self.rms(h, p + ".post_attention_layernorm")
+        return h + (self.moe(l, hn) if self.is_moe_layer(l) else self.mlp(hn, p + ".mlp"))
+
+    def hidden(self, ids):
+        """ids: list of token ids (positions 0..T-1) -> final-normed hidden states [T, hidden]."""
         x = self.w("model.embed_tokens.weight")[torch.tensor(ids, dtype=torch.long)]
         for l in range(self.cfg["num_hidden_layers"]):
-            p = f"model.layers.{l}"
-            h = x + self.attention(l, self.rms(x, p + ".input_layernorm"))
-            hn = self.rms(h, p + ".post_attention_layernorm")
-            x = h + (self.moe(l, hn) if self.is_moe_layer(l) else self.mlp(hn, p + ".mlp"))
-        return self.rms(x, "model.norm") @ self.w("lm_head.weight").T
+            x = self.layer(l, x)
+        return self.rms(x, "model.norm")
+
+    def forward(self, ids):
+        """ids: list of token ids (positions 0..T-1) -> float64 logits [T, vocab]."""
+        return self.hidden(ids) @ self.w("lm_head.weight").T
+
+    def mtp_logits(self, ids):
+        """DeepSeek-V3's MTP module 0 (the layer after the last, HF names) over a sequence:
+        at position i it reads the main model's final-normed hidden state h[i] and the token
+        ids[i + 1]: eh_proj([enorm(embed(ids[i+1])) | hnorm(h[i])]) -> its decoder layer ->
+        shared_head (norm, head). Returns float64 logits [T - 1, vocab] (row i predicts
+        ids[i + 2])."""
+        p = f"model.layers.{self.cfg['num_hidden_layers']}"
+        h = self.hidden(ids[:-1])
+        e = self.w(p + ".embed_tokens.weight")[torch.tensor(ids[1:], dtype=torch.long)]
+        x = self.linear(torch.cat((self.rms(e, p + ".enorm"), self.rms(h, p + ".hnorm")), -1),
+                        p + ".eh_proj")
+        x = self.layer(self.cfg["num_hidden_layers"], x)
+        return self.rms(x, p + ".shared_head.norm") @ self.w(p + ".shared_head.head.weight").T
 
 
 def generate(model, prompt, max_tokens):
