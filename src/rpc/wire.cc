@@ -66,6 +66,8 @@ WorkerMetrics FromProto(const LoadReply& m) {
   w.generation_tokens = m.generation_tokens();
   w.prefix_cache_queries = m.prefix_cache_queries();
   w.prefix_cache_hits = m.prefix_cache_hits();
+  w.spec_draft_tokens = m.spec_draft_tokens();
+  w.spec_accepted_tokens = m.spec_accepted_tokens();
   for (const auto& [k, v] : m.finished()) w.finished[k] = v;
   return w;
 }
@@ -79,6 +81,8 @@ void ToProto(const WorkerMetrics& w, LoadReply* m) {
   m->set_generation_tokens(w.generation_tokens);
   m->set_prefix_cache_queries(w.prefix_cache_queries);
   m->set_prefix_cache_hits(w.prefix_cache_hits);
+  m->set_spec_draft_tokens(w.spec_draft_tokens);
+  m->set_spec_accepted_tokens(w.spec_accepted_tokens);
   for (const auto& [k, v] : w.finished) (*m->mutable_finished())[k] = v;
 }
 

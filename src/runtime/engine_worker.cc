@@ -276,6 +276,8 @@ void EngineWorker::UpdateMetrics() {
   metrics_.prompt_tokens = st.prompt_tokens;
   metrics_.prefix_cache_queries = st.prompt_tokens;
   metrics_.prefix_cache_hits = st.cached_prompt_tokens;
+  metrics_.spec_draft_tokens = st.draft_tokens;
+  metrics_.spec_accepted_tokens = st.accepted_draft_tokens;
 }
 
 }  // namespace epserve

@@ -64,6 +64,7 @@ struct WorkerMetrics {
   int64_t kv_blocks_total = 0, kv_blocks_used = 0;  // used: referenced by requests
   int64_t prompt_tokens = 0, generation_tokens = 0;
   int64_t prefix_cache_queries = 0, prefix_cache_hits = 0;  // prompt tokens / cached ones
+  int64_t spec_draft_tokens = 0, spec_accepted_tokens = 0;  // MTP drafts verified / kept
   std::map<std::string, int64_t> finished;                  // finish reason -> requests
   double kv_cache_usage() const {
     return kv_blocks_total > 0 ? static_cast<double>(kv_blocks_used) / kv_blocks_total : 0;

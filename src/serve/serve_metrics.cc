@@ -101,6 +101,12 @@ std::string ServeMetrics::Render(const RouterMetrics& r) const {
                       ? double(g.load.prefix_cache_hits) / g.load.prefix_cache_queries
                       : 0.0;
          });
+  family("epserve:spec_decode_num_draft_tokens_total", "counter",
+         "MTP draft tokens the main model verified (serve --mtp on).",
+         [](const G& g) { return double(g.load.spec_draft_tokens); });
+  family("epserve:spec_decode_num_accepted_tokens_total", "counter",
+         "MTP draft tokens the main model kept; each adds a token to its decode step.",
+         [](const G& g) { return double(g.load.spec_accepted_tokens); });
   family("epserve:router_tree_tokens", "gauge",
          "Prompt tokens the router's prefix tree attributes to the group.",
          [](const G& g) { return double(g.tree_tokens); });

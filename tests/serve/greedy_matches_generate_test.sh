@@ -21,6 +21,14 @@ for i in 0 1 2; do
   pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p" || fail "a request failed"; done
+if [[ " $* " == *" --mtp on "* ]]; then
+  # Speculative decoding: the same tokens (checked below), and drafts counted in /metrics.
+  drafts=$(metric epserve:spec_decode_num_draft_tokens_total)
+  accepted=$(metric epserve:spec_decode_num_accepted_tokens_total)
+  echo "mtp: $accepted of $drafts drafts accepted"
+  [[ -n $drafts && $drafts -gt 0 && -n $accepted && $accepted -le $drafts ]] ||
+    fail "MTP counters in /metrics: drafts '$drafts', accepted '$accepted'"
+fi
 /usr/bin/python3 - "$WORK" $N <<'PYEOF' || fail "server tokens differ from generate"
 import json, sys
 work, n = sys.argv[1], int(sys.argv[2])
