@@ -20,6 +20,7 @@ struct BenchEngineFlags {
   std::string dtype = "fp8";
   EngineBenchOptions load;
   std::string kv_dtype = "bf16";
+  std::string mtp = "off";
   int threads = 0;
   bool json = false;
 };
@@ -37,7 +38,9 @@ nlohmann::json ToJson(const LoadSummary& s) {
           {"peak_pool_use", s.peak_pool_use},
           {"prefix_hit_rate", s.prefix_hit_rate},
           {"steps", s.steps},
-          {"preemptions", s.preemptions}};
+          {"preemptions", s.preemptions},
+          {"draft_tokens", s.draft_tokens},
+          {"accepted_draft_tokens", s.accepted_draft_tokens}};
 }
 
 Status Run(const BenchEngineFlags& f) {
@@ -60,6 +63,8 @@ Status Run(const BenchEngineFlags& f) {
   Model model(loaded->config, *loaded->weights, pool);
   EngineBenchOptions o = f.load;
   ASSIGN_OR_RETURN(o.engine.kv_dtype, ParseKvDType(f.kv_dtype));
+  o.engine.mtp = f.mtp == "on";
+  RETURN_IF_ERROR(CheckMtp(loaded->config, o.engine.mtp).WithContextOnce(dir + "/config.json"));
   ASSIGN_OR_RETURN(EngineBenchResult r, RunEngineBench(model, o));
   const LoadSummary &c = r.continuous, &s = r.stat;
   if (f.json) {
@@ -100,6 +105,14 @@ Status Run(const BenchEngineFlags& f) {
                 x->seconds, x->tokens_in_per_s, x->tokens_out_per_s, ttft, tpot,
                 100 * x->peak_pool_use, 100 * x->prefix_hit_rate, static_cast<long long>(x->steps));
   }
+  if (o.engine.mtp)
+    for (const LoadSummary* x : {&c, &s})
+      std::printf("mtp (%s): %lld of %lld drafts accepted (%.1f%%), %.2f tokens per decode step\n",
+                  x->mode.c_str(), static_cast<long long>(x->accepted_draft_tokens),
+                  static_cast<long long>(x->draft_tokens),
+                  100.0 * x->accepted_draft_tokens / std::max<int64_t>(x->draft_tokens, 1),
+                  1.0 + static_cast<double>(x->accepted_draft_tokens) /
+                            std::max<int64_t>(x->draft_tokens, 1));
   std::printf(
       "continuous / static: output throughput %.2fx, TTFT p50 %.2fx, computed tokens %.2fx\n",
       c.tokens_out_per_s / s.tokens_out_per_s, c.ttft_p50 / std::max(s.ttft_p50, 1e-9),
@@ -152,6 +165,11 @@ void AddBenchEngineCommand(CLI::App* bench, CommandContext& ctx) {
       ->capture_default_str();
   cmd->add_option("--kv-dtype", f->kv_dtype, "f32 | bf16")->capture_default_str();
   cmd->add_option("--seed", f->load.seed)->capture_default_str();
+  cmd->add_option("--mtp", f->mtp,
+                  "on: speculative decoding with the model's MTP module in both modes (the "
+                  "bench preset has none: pass --model or --preset tiny); acceptance is printed")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   cmd->add_option("--threads", f->threads, "worker threads (0: all cores)")->check(ThreadCount());
   cmd->add_flag("--json", f->json, "one JSON object instead of the table");
   cmd->callback([f, &ctx] {

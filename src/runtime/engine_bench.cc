@@ -109,6 +109,8 @@ StatusOr<LoadSummary> RunContinuous(Model& model, const std::vector<Offered>& lo
   s.computed_tokens = engine.stats().computed_tokens;
   s.steps = engine.stats().steps;
   s.preemptions = engine.stats().preemptions;
+  s.draft_tokens = engine.stats().draft_tokens;
+  s.accepted_draft_tokens = engine.stats().accepted_draft_tokens;
   s.peak_pool_use = static_cast<double>(engine.stats().peak_blocks_referenced) / eo.num_blocks;
   Summarize(load, tl, seconds, &s);
   return s;
@@ -151,6 +153,8 @@ StatusOr<LoadSummary> RunStatic(Model& model, const std::vector<Offered>& load,
     }
     s.computed_tokens += engine.stats().computed_tokens;
     s.steps += engine.stats().steps;
+    s.draft_tokens += engine.stats().draft_tokens;
+    s.accepted_draft_tokens += engine.stats().accepted_draft_tokens;
     peak = std::max(peak, engine.stats().peak_blocks_referenced);
   }
   s.peak_pool_use = static_cast<double>(peak) / so.num_blocks;

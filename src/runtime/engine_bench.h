@@ -43,6 +43,7 @@ struct LoadSummary {
   double peak_pool_use = 0;                         // peak referenced blocks / pool blocks
   double prefix_hit_rate = 0;                       // cached / prompt tokens
   int64_t steps = 0, preemptions = 0;
+  int64_t draft_tokens = 0, accepted_draft_tokens = 0;  // EngineOptions::mtp
 };
 
 struct EngineBenchResult {
