@@ -38,6 +38,10 @@ class Communicator {
       const int64_t* recv_counts, const int64_t* recv_displs) = 0;
   // `what` names the operation in a timeout error.
   virtual Status Wait(std::unique_ptr<Request> request, const char* what) = 0;
+  // Advances a pending operation without blocking; true once it has completed (Wait then
+  // returns at once). MPI moves non-blocking collectives forward only inside MPI calls, so a
+  // caller that computes while a transfer is in flight calls this between pieces of work.
+  virtual StatusOr<bool> Test(Request& request, const char* what) = 0;
 
   virtual Status AllReduceSum(float* data, int64_t n) = 0;    // in place
   virtual Status AllReduceMax(int64_t* data, int64_t n) = 0;  // in place

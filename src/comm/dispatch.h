@@ -13,7 +13,9 @@
 // Ranks with zero tokens take part as usual. A2aMode::kPadded is the old approach kept as a
 // baseline: an all-reduce of the batch size, every block padded to the largest batch, a dense
 // equal-size all-to-all.
-// Thread safety: one dispatch in flight per Dispatcher.
+// Thread safety: one thread per Dispatcher; any number of handles in flight, each used in order.
+// Every rank must start and finish its handles' exchanges in the same order (they are
+// collectives of one communicator).
 #pragma once
 
 #include <cstdint>
@@ -42,12 +44,12 @@ struct DispatchInput {
 };
 
 struct ReceivedRows {
-  int64_t num_rows = 0;       // padding rows included (padded mode)
-  int64_t num_real_rows = 0;  // rows carrying at least one expert
-  std::vector<float> x;               // [num_rows, hidden], dequantized
-  std::vector<int32_t> expert_ids;    // [num_rows, top_k], -1 in unused slots
-  std::vector<float> weights;         // [num_rows, top_k]
-  std::vector<int64_t> rows_from;     // [ranks] rows received from each source
+  int64_t num_rows = 0;             // padding rows included (padded mode)
+  int64_t num_real_rows = 0;        // rows carrying at least one expert
+  std::vector<float> x;             // [num_rows, hidden], dequantized
+  std::vector<int32_t> expert_ids;  // [num_rows, top_k], -1 in unused slots
+  std::vector<float> weights;       // [num_rows, top_k]
+  std::vector<int64_t> rows_from;   // [ranks] rows received from each source
 };
 
 // Traffic of the last dispatch (combine mirrors it), counted from the sender's side.
@@ -56,40 +58,57 @@ struct TrafficStats {
   int64_t bytes_self = 0, bytes_node = 0, bytes_remote = 0;  // bytes on the wire, padding included
 };
 
-class Dispatcher {
+// The state of one dispatch/combine round trip: the layout of its tokens, its buffers, its
+// pending transfer and its traffic (DeepEP's handle: dispatch fills it, combine consumes it).
+// Two handles let two micro-batches have their exchanges in flight at once; a handle is reused
+// layer after layer. Calls on one handle go StartDispatch -> FinishDispatch -> StartCombine ->
+// FinishCombine, with Progress anywhere in between.
+class DispatchHandle {
  public:
-  // node_of_rank: machine index of every rank of comm.
-  Dispatcher(Communicator& comm, std::vector<int> node_of_rank, const DispatchOptions& options);
-
-  Status StartDispatch(const DispatchInput& input);
-  Status FinishDispatch(ReceivedRows* out);
-  // y: one row per valid (received row, slot) pair, in row-major (row, slot) order.
-  Status StartCombine(const float* y);
-  Status FinishCombine(float* out);
-
+  // Traffic of the handle's last dispatch and combine, counted from the sender's side.
   const TrafficStats& dispatch_stats() const { return dispatch_stats_; }
   const TrafficStats& combine_stats() const { return combine_stats_; }
-  int64_t dispatch_row_bytes() const { return row_bytes_; }
-  int rank() const { return comm_.rank(); }
+  bool in_flight() const { return pending_ != nullptr; }
 
  private:
-  void CountTraffic(const std::vector<int64_t>& rows, const std::vector<int64_t>& bytes, TrafficStats* s) const;
-
-  Communicator& comm_;
-  std::vector<int> node_of_;
-  DispatchOptions opt_;
-  int64_t row_bytes_;
+  friend class Dispatcher;
   int64_t num_tokens_ = 0;
   int64_t capacity_ = 0;  // padded mode: rows per block
   // Per destination: the tokens sent there, in order.
   std::vector<std::vector<int64_t>> sent_tokens_;
-  std::vector<int64_t> send_rows_, recv_rows_, real_recv_rows_;
+  std::vector<int64_t> send_rows_, recv_rows_;
   std::vector<int64_t> recv_pairs_;  // valid (row, slot) pairs received from each source
   DispatchInput input_;
   std::vector<uint8_t> send_buf_, recv_buf_;
   std::vector<int64_t> sc_, sd_, rc_, rd_;
   std::unique_ptr<Request> pending_;
   TrafficStats dispatch_stats_, combine_stats_;
+};
+
+class Dispatcher {
+ public:
+  // node_of_rank: machine index of every rank of comm.
+  Dispatcher(Communicator& comm, std::vector<int> node_of_rank, const DispatchOptions& options);
+
+  Status StartDispatch(const DispatchInput& input, DispatchHandle* handle);
+  Status FinishDispatch(DispatchHandle* handle, ReceivedRows* out);
+  // y: one row per valid (received row, slot) pair, in row-major (row, slot) order.
+  Status StartCombine(DispatchHandle* handle, const float* y);
+  Status FinishCombine(DispatchHandle* handle, float* out);
+  // Moves the handle's transfer forward, if one is in flight; never blocks.
+  Status Progress(DispatchHandle* handle);
+
+  int64_t dispatch_row_bytes() const { return row_bytes_; }
+  int rank() const { return comm_.rank(); }
+
+ private:
+  void CountTraffic(const std::vector<int64_t>& rows, const std::vector<int64_t>& bytes,
+                    TrafficStats* s) const;
+
+  Communicator& comm_;
+  std::vector<int> node_of_;
+  DispatchOptions opt_;
+  int64_t row_bytes_;
 };
 
 }  // namespace epserve::comm

@@ -125,6 +125,13 @@ class MpiCommunicator : public Communicator {
     return WaitReq(&r->req, what);
   }
 
+  StatusOr<bool> Test(Request& request, const char* what) override {
+    auto& r = static_cast<MpiRequest&>(request);
+    int done = 0;
+    MPI_RETURN_IF_ERROR(MPI_Test(&r.req, &done, MPI_STATUS_IGNORE), what);
+    return done != 0;
+  }
+
   Status AllReduceSum(float* data, int64_t n) override {
     MPI_Request req;
     MPI_RETURN_IF_ERROR(

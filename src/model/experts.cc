@@ -36,7 +36,8 @@ Status RunGroupedExperts(const GroupedExpertsArgs& a, MlpScratch& scratch, Threa
     if (rows == 0) continue;
     const int e = a.group_expert[g];
     const MlpWeights& w = (*a.experts)[e];
-    if (w.empty()) return Status::Internal("expert " + std::to_string(e) + " is not loaded on this rank");
+    if (w.empty())
+      return Status::Internal("expert " + std::to_string(e) + " is not loaded on this rank");
     weights.push_back({.gate = w.gate, .up = w.up, .down = w.down});
     offsets.push_back(a.offsets[g + 1]);
     width = w.gate.rows;
@@ -44,15 +45,20 @@ Status RunGroupedExperts(const GroupedExpertsArgs& a, MlpScratch& scratch, Threa
   if (width == 0) return Status::Ok();
   const int64_t rows = offsets.back();
   scratch.gate.resize(std::max<size_t>(scratch.gate.size(), rows * width));
-  kernels::GroupedMlp({.num_groups = static_cast<int>(weights.size()), .experts = weights.data(),
-                       .offsets = offsets.data(), .x = a.x, .h = scratch.gate.data(), .out = a.out,
+  kernels::GroupedMlp({.num_groups = static_cast<int>(weights.size()),
+                       .experts = weights.data(),
+                       .offsets = offsets.data(),
+                       .x = a.x,
+                       .h = scratch.gate.data(),
+                       .out = a.out,
                        .compute = a.compute},
                       pool);
   return Status::Ok();
 }
 
-Status LocalExperts::Start(const RoutedBatch& batch) {
-  batch_ = batch;
+Status LocalExperts::Start(int slot, const RoutedBatch& batch) {
+  if (slot < 0 || slot >= kExpertSlots) return Status::Internal("expert slot out of range");
+  slots_[slot].batch = batch;
   return Status::Ok();
 }
 
@@ -71,27 +77,37 @@ ExpertMajorLayout LayoutExpertMajor(const int32_t* expert_ids, int64_t num_pairs
   return l;
 }
 
-Status LocalExperts::Finish(float* out) {
-  const RoutedBatch& b = batch_;
+Status LocalExperts::Compute(int slot) {
+  Slot& sl = slots_[slot];
+  const RoutedBatch& b = sl.batch;
   const auto& experts = weights_.Layer(b.layer).moe->experts;
   const int num_experts = static_cast<int>(experts.size());
   const int64_t slots = b.num_tokens * b.top_k;
-  const ExpertMajorLayout layout = LayoutExpertMajor(b.expert_ids, slots, num_experts);
-  packed_x_.resize(slots * b.hidden);
-  packed_y_.resize(slots * b.hidden);
+  sl.layout = LayoutExpertMajor(b.expert_ids, slots, num_experts);
+  sl.packed_x.resize(slots * b.hidden);
+  sl.packed_y.resize(slots * b.hidden);
   for (int64_t i = 0; i < slots; ++i) {
-    float* row = &packed_x_[layout.pair_row[i] * b.hidden];
+    float* row = &sl.packed_x[sl.layout.pair_row[i] * b.hidden];
     std::memcpy(row, b.x + (i / b.top_k) * b.hidden, b.hidden * sizeof(float));
     if (format_ == ExpertInputFormat::kFp8) kernels::RoundTripFp8(row, b.hidden);
   }
-  RETURN_IF_ERROR(RunGroupedExperts({.experts = &experts, .group_expert = layout.group_expert.data(),
-                                     .offsets = layout.offsets.data(), .num_groups = num_experts,
-                                     .x = packed_x_.data(), .out = packed_y_.data(),
-                                     .compute = b.compute},
-                                    scratch_, pool_));
+  return RunGroupedExperts({.experts = &experts,
+                            .group_expert = sl.layout.group_expert.data(),
+                            .offsets = sl.layout.offsets.data(),
+                            .num_groups = num_experts,
+                            .x = sl.packed_x.data(),
+                            .out = sl.packed_y.data(),
+                            .compute = b.compute},
+                           scratch_, pool_);
+}
+
+Status LocalExperts::Finish(int slot, float* out) {
+  const Slot& sl = slots_[slot];
+  const RoutedBatch& b = sl.batch;
   // Weighted sum in (token, k) order: deterministic.
-  for (int64_t i = 0; i < slots; ++i)
-    kernels::Axpy(b.weights[i], &packed_y_[layout.pair_row[i] * b.hidden], b.hidden, out + (i / b.top_k) * b.hidden);
+  for (int64_t i = 0; i < b.num_tokens * b.top_k; ++i)
+    kernels::Axpy(b.weights[i], &sl.packed_y[sl.layout.pair_row[i] * b.hidden], b.hidden,
+                  out + (i / b.top_k) * b.hidden);
   return Status::Ok();
 }
 

@@ -1,10 +1,14 @@
 // How the MoE layer reaches its routed experts. The model hands a batch of tokens with their
-// chosen experts to an ExpertBackend in two calls, so work can run in between (SPEC §5:
-// start dispatch, compute the shared expert, finish):
-//   Start(batch)  - begin routing (a distributed backend sends tokens here)
-//   Finish(out)   - out[t] += sum_k weight[t,k] * Expert_{id[t,k]}(x[t])
-// LocalExperts computes all experts in-process; the parallel runtime provides a backend that
-// dispatches to the ranks holding the experts and combines the results.
+// chosen experts to an ExpertBackend in three calls, stages 3-5 of SPEC §5, so other work can
+// run while tokens travel:
+//   Start(slot, batch) - stage 3: begin routing (a distributed backend sends tokens here)
+//   Compute(slot)      - stage 4: receive tokens, run the experts held here, send results back
+//   Finish(slot, out)  - stage 5: out[t] += sum_k weight[t,k] * Expert_{id[t,k]}(x[t])
+// `slot` (0 .. kExpertSlots - 1) is one exchange in flight: the two micro-batches of a MoE layer
+// use one each, so both can travel at once. Calls on a slot go Start, Compute, Finish; Progress
+// may come anywhere, and moves in-flight transfers forward (MPI advances them only inside its
+// calls). LocalExperts computes all experts in-process; the parallel runtime provides a backend
+// that dispatches to the ranks holding the experts and combines the results.
 #pragma once
 
 #include <cstdint>
@@ -24,18 +28,25 @@ struct RoutedBatch {
   int64_t num_tokens = 0;
   int hidden = 0;
   int top_k = 0;
-  const float* x = nullptr;            // [num_tokens, hidden]; valid until Finish returns
-  const int32_t* expert_ids = nullptr; // [num_tokens, top_k]
-  const float* weights = nullptr;      // [num_tokens, top_k]
-  const uint64_t* token_keys = nullptr; // [num_tokens] placement::TokenKey(sequence, position)
+  const float* x = nullptr;              // [num_tokens, hidden]; valid until Finish returns
+  const int32_t* expert_ids = nullptr;   // [num_tokens, top_k]
+  const float* weights = nullptr;        // [num_tokens, top_k]
+  const uint64_t* token_keys = nullptr;  // [num_tokens] placement::TokenKey(sequence, position)
   kernels::Compute compute = kernels::Compute::kExact;  // how the experts multiply
 };
+
+inline constexpr int kExpertSlots = 2;
 
 class ExpertBackend {
  public:
   virtual ~ExpertBackend() = default;
-  virtual Status Start(const RoutedBatch& batch) = 0;
-  virtual Status Finish(float* out) = 0;
+  virtual Status Start(int slot, const RoutedBatch& batch) = 0;
+  virtual Status Compute(int slot) = 0;
+  virtual Status Finish(int slot, float* out) = 0;
+  virtual Status Progress() { return Status::Ok(); }
+  // The largest of `value` over every rank that shares the experts (a collective under expert
+  // parallelism; the value itself in one process). Lets all ranks make the same per-step choice.
+  virtual StatusOr<int64_t> AgreeMax(int64_t value) { return value; }
 };
 
 // Computes a SwiGLU MLP over rows: out[r] = down(silu(gate x[r]) * up x[r]).
@@ -77,17 +88,23 @@ ExpertMajorLayout LayoutExpertMajor(const int32_t* expert_ids, int64_t num_pairs
 
 class LocalExperts : public ExpertBackend {
  public:
-  LocalExperts(const ModelWeights& weights, ThreadPool& pool, ExpertInputFormat format = ExpertInputFormat::kF32)
+  LocalExperts(const ModelWeights& weights, ThreadPool& pool,
+               ExpertInputFormat format = ExpertInputFormat::kF32)
       : weights_(weights), pool_(pool), format_(format) {}
-  Status Start(const RoutedBatch& batch) override;
-  Status Finish(float* out) override;
+  Status Start(int slot, const RoutedBatch& batch) override;
+  Status Compute(int slot) override;
+  Status Finish(int slot, float* out) override;
 
  private:
+  struct Slot {
+    RoutedBatch batch;
+    ExpertMajorLayout layout;
+    AlignedVector<float> packed_x, packed_y;
+  };
   const ModelWeights& weights_;
   ThreadPool& pool_;
   ExpertInputFormat format_;
-  RoutedBatch batch_;
-  AlignedVector<float> packed_x_, packed_y_;
+  Slot slots_[kExpertSlots];
   MlpScratch scratch_;
 };
 

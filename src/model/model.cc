@@ -23,8 +23,10 @@ struct Model::Workspace {
   std::vector<const int32_t*> token_blocks;  // each token's block table
   std::vector<int32_t> token_block;          // the block its own row goes to
   std::vector<int32_t> token_chunk;          // the chunk it belongs to
+  int64_t offset = 0;                        // a micro-batch's first token in the whole batch
+  int64_t moe_begin = 0, moe_count = 0;      // the tokens this TP rank sends to the experts
   AlignedVector<float> x, xn, q_a, q, kv_a, q_abs, q_pe, o_lat, o, o_gather, o_full, attn_out,
-      ffn_out;
+      ffn_out, shared_out;
   AlignedVector<float> router_logits, gate_scratch, weights, attn_scratch;
   AlignedVector<float> last, mtp_in;  // rows the head reads; the MTP module's [embedding | hidden]
   std::vector<int32_t> expert_ids;
@@ -40,9 +42,42 @@ Model::Model(const ModelConfig& config, const ModelWeights& weights, ThreadPool&
       local_experts_(std::make_unique<LocalExperts>(weights, pool)),
       experts_(local_experts_.get()),
       rope_(config),
-      ws_(std::make_unique<Workspace>()) {}
+      ws_(std::make_unique<Workspace>()),
+      half_{std::make_unique<Workspace>(), std::make_unique<Workspace>()} {}
 
 Model::~Model() = default;
+
+const char* OverlapName(Overlap mode) {
+  switch (mode) {
+    case Overlap::kNone:
+      return "none";
+    case Overlap::kDispatch:
+      return "dispatch";
+    case Overlap::kMicroBatch:
+      return "microbatch";
+  }
+  return "?";
+}
+
+namespace {
+// Copies tokens [begin, begin + count) of `from` (tables and hidden rows) into `to`.
+template <typename W>
+void CopyTokens(const W& from, int64_t begin, int64_t count, int hidden, W* to) {
+  auto part = [&](const auto& v, auto* out) {
+    out->assign(v.begin() + begin, v.begin() + begin + count);
+  };
+  to->T = count;
+  to->offset = begin;
+  part(from.token_pos, &to->token_pos);
+  part(from.token_seq, &to->token_seq);
+  part(from.token_key, &to->token_key);
+  part(from.token_blocks, &to->token_blocks);
+  part(from.token_block, &to->token_block);
+  part(from.token_chunk, &to->token_chunk);
+  to->x.resize(count * hidden);
+  if (count > 0) std::memcpy(to->x.data(), &from.x[begin * hidden], count * hidden * sizeof(float));
+}
+}  // namespace
 
 std::string NonFiniteActivation::Message() const {
   const std::string where =
@@ -83,9 +118,9 @@ Status Model::Prepare(const ForwardBatch& batch, const KvBlocks& kv, const Weigh
     if (ch.tokens.empty())
       return Status::InvalidArgument("empty chunk for sequence " + std::to_string(ch.sequence_id));
     if (ch.want_logits && (ch.num_logits < 1 || ch.num_logits > static_cast<int>(ch.tokens.size())))
-      return Status::InvalidArgument("sequence " + std::to_string(ch.sequence_id) + ": " +
-                                     std::to_string(ch.num_logits) + " logits rows from a chunk of " +
-                                     std::to_string(ch.tokens.size()) + " tokens");
+      return Status::InvalidArgument(
+          "sequence " + std::to_string(ch.sequence_id) + ": " + std::to_string(ch.num_logits) +
+          " logits rows from a chunk of " + std::to_string(ch.tokens.size()) + " tokens");
     if (ch.start < 0 || end > static_cast<int64_t>(ch.blocks.size()) * kv.block_size)
       return Status::InvalidArgument(
           "sequence " + std::to_string(ch.sequence_id) + " needs " + std::to_string(end) +
@@ -170,14 +205,76 @@ Status Model::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logi
     return Status::InvalidArgument("KV cache of " + std::to_string(kv.num_layers) + " layers x " +
                                    std::to_string(kv.row_width) + " does not fit the model");
   RETURN_IF_ERROR(Prepare(batch, kv, weights_.embed));
+  Workspace& w = *ws_;
   non_finite_.clear();
   chunk_non_finite_.assign(batch.chunks.size(), 0);
-  CheckFinite(-1);
-  for (int l = 0; l < c.num_hidden_layers; ++l) {
-    RETURN_IF_ERROR(RunLayer(l, kv));
-    CheckFinite(l);
+  CheckFinite(-1, w);
+  int first_moe = c.num_hidden_layers;
+  for (int l = 0; l < c.num_hidden_layers && first_moe == c.num_hidden_layers; ++l)
+    if (weights_.Layer(l).moe) first_moe = l;
+  last_split_ = false;
+  if (overlap_.mode == Overlap::kMicroBatch && first_moe < c.num_hidden_layers) {
+    last_split_ = true;
+    if (overlap_.min_tokens > 1) {
+      ASSIGN_OR_RETURN(const int64_t most, experts_->AgreeMax(w.T));
+      last_split_ = most >= overlap_.min_tokens;
+    }
   }
+  const Overlap whole = overlap_.mode == Overlap::kNone ? Overlap::kNone : Overlap::kDispatch;
+  const int whole_layers = last_split_ ? first_moe : c.num_hidden_layers;
+  for (int l = 0; l < whole_layers; ++l) {
+    RETURN_IF_ERROR(RunLayer(l, kv, w, whole));
+    CheckFinite(l, w);
+  }
+  if (last_split_) RETURN_IF_ERROR(RunMicroBatches(first_moe, kv));
   Head(batch, weights_.final_norm, weights_.lm_head, logits, keep_hidden_ ? &hidden_ : nullptr);
+  return Status::Ok();
+}
+
+Status Model::RunMicroBatches(int first, const KvBlocks& kv) {
+  const ModelConfig& c = config_;
+  Workspace& w = *ws_;
+  const int H = c.hidden_size;
+  const int64_t ta = (w.T + 1) / 2;
+  CopyTokens(w, 0, ta, H, half_[0].get());
+  CopyTokens(w, ta, w.T - ta, H, half_[1].get());
+  if (route_observer_) {
+    routed_ids_.assign(static_cast<size_t>(c.num_hidden_layers) * w.T * c.num_experts_per_tok, -1);
+    routed_weights_.assign(routed_ids_.size(), 0.0f);
+  }
+  // Each half's work is the list of (layer, stage) in order; B starts 3 stages behind A and
+  // then the two alternate. Between stages the in-flight exchanges are moved forward.
+  const int ops = (c.num_hidden_layers - first) * 5;
+  auto run = [&](int h, int op) -> Status {
+    const int layer = first + op / 5, stage = op % 5 + 1;
+    Workspace& hw = *half_[h];
+    RETURN_IF_ERROR(RunStage(stage, layer, kv, hw, h));
+    if (stage == 5) CheckFinite(layer, hw);
+    return experts_->Progress();
+  };
+  int a = 0, b = 0;
+  for (; a < std::min(3, ops); ++a) RETURN_IF_ERROR(run(0, a));
+  while (b < ops) {
+    RETURN_IF_ERROR(run(1, b++));
+    if (a < ops) RETURN_IF_ERROR(run(0, a++));
+  }
+  for (int h = 0; h < 2; ++h)
+    if (half_[h]->T > 0)
+      std::memcpy(&w.x[half_[h]->offset * H], half_[h]->x.data(), half_[h]->T * H * sizeof(float));
+  if (route_observer_) {
+    const int K = c.num_experts_per_tok;
+    for (int l = first; l < c.num_hidden_layers; ++l) {
+      if (!weights_.Layer(l).moe) continue;
+      const size_t at = static_cast<size_t>(l) * w.T * K;
+      route_observer_({.layer = l,
+                       .num_tokens = w.T,
+                       .top_k = K,
+                       .expert_ids = &routed_ids_[at],
+                       .weights = &routed_weights_[at],
+                       .sequence_ids = w.token_seq.data(),
+                       .positions = w.token_pos.data()});
+    }
+  }
   return Status::Ok();
 }
 
@@ -215,38 +312,71 @@ Status Model::ForwardMtp(const ForwardBatch& batch, std::span<const int64_t> hid
       {.x = w.mtp_in.data(), .num_rows = w.T, .w = m.eh_proj, .y = w.x.data(), .compute = compute_},
       pool_);
   times_.gemm += NowSeconds() - t0;
-  RETURN_IF_ERROR(RunLayer(L, kv));
+  RETURN_IF_ERROR(
+      RunLayer(L, kv, w, overlap_.mode == Overlap::kNone ? Overlap::kNone : Overlap::kDispatch));
   Head(batch, m.head_norm, m.head, logits, /*hidden=*/nullptr);  // hidden_ stays the main pass's
   return Status::Ok();
 }
 
-Status Model::RunLayer(int l, const KvBlocks& kv) {
-  const ModelConfig& c = config_;
-  Workspace& w = *ws_;
-  const LayerWeights& lw = weights_.Layer(l);
-  const int H = c.hidden_size;
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  w.xn.resize(w.T * H);
-  for (int64_t t = 0; t < w.T; ++t)
-    kernels::RmsNorm(&w.x[t * H], lw.input_norm.data(), H, eps, &w.xn[t * H]);
-  RETURN_IF_ERROR(Attention(l, kv));
-  for (int64_t i = 0; i < w.T * H; ++i) w.x[i] += w.attn_out[i];
-  for (int64_t t = 0; t < w.T; ++t)
-    kernels::RmsNorm(&w.x[t * H], lw.post_norm.data(), H, eps, &w.xn[t * H]);
-  w.ffn_out.assign(w.T * H, 0.0f);
-  if (lw.moe) {
-    RETURN_IF_ERROR(Moe(l));
-  } else {
-    const double t0 = NowSeconds();
-    RunMlp(lw.dense, w.xn.data(), w.T, w.ffn_out.data(), w.mlp, pool_, compute_);
-    times_.gemm += NowSeconds() - t0;
+Status Model::RunLayer(int l, const KvBlocks& kv, Workspace& w, Overlap mode) {
+  if (mode == Overlap::kNone && weights_.Layer(l).moe) {
+    // Nothing overlaps: the exchange runs start to end, then the shared expert.
+    RETURN_IF_ERROR(RunStage(1, l, kv, w, 0));
+    RETURN_IF_ERROR(RunStage(2, l, kv, w, 0));
+    RETURN_IF_ERROR(MoeSend(l, w, 0));
+    RETURN_IF_ERROR(RunStage(4, l, kv, w, 0));
+    return MoeReceive(l, w, 0, /*run_shared=*/true);
   }
-  for (int64_t i = 0; i < w.T * H; ++i) w.x[i] += w.ffn_out[i];
+  for (int stage = 1; stage <= 5; ++stage) RETURN_IF_ERROR(RunStage(stage, l, kv, w, 0));
   return Status::Ok();
 }
 
-void Model::CheckFinite(int l) {
-  Workspace& w = *ws_;
+Status Model::RunStage(int stage, int l, const KvBlocks& kv, Workspace& w, int slot) {
+  const ModelConfig& c = config_;
+  const LayerWeights& lw = weights_.Layer(l);
+  const int H = c.hidden_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  switch (stage) {
+    case 1:
+      w.xn.resize(w.T * H);
+      for (int64_t t = 0; t < w.T; ++t)
+        kernels::RmsNorm(&w.x[t * H], lw.input_norm.data(), H, eps, &w.xn[t * H]);
+      return AttentionIn(l, kv, w);
+    case 2: {
+      RETURN_IF_ERROR(AttentionOut(l, kv, w));
+      for (int64_t i = 0; i < w.T * H; ++i) w.x[i] += w.attn_out[i];
+      for (int64_t t = 0; t < w.T; ++t)
+        kernels::RmsNorm(&w.x[t * H], lw.post_norm.data(), H, eps, &w.xn[t * H]);
+      w.ffn_out.assign(w.T * H, 0.0f);
+      if (lw.moe) {
+        Gate(l, w);
+        return Status::Ok();
+      }
+      const double t0 = NowSeconds();
+      RunMlp(lw.dense, w.xn.data(), w.T, w.ffn_out.data(), w.mlp, pool_, compute_);
+      times_.gemm += NowSeconds() - t0;
+      for (int64_t i = 0; i < w.T * H; ++i) w.x[i] += w.ffn_out[i];
+      return Status::Ok();
+    }
+    case 3:
+      if (!lw.moe) return Status::Ok();
+      RETURN_IF_ERROR(MoeSend(l, w, slot));
+      SharedExpert(l, w);
+      return Status::Ok();
+    case 4: {
+      if (!lw.moe) return Status::Ok();
+      const double t0 = NowSeconds();
+      Status st = experts_->Compute(slot);
+      times_.routed_experts += NowSeconds() - t0;
+      return st;
+    }
+    case 5:
+      return lw.moe ? MoeReceive(l, w, slot, /*run_shared=*/false) : Status::Ok();
+  }
+  return Status::Internal("no stage " + std::to_string(stage));
+}
+
+void Model::CheckFinite(int l, const Workspace& w) {
   const int H = config_.hidden_size;
   if (kernels::AllFinite(w.x.data(), w.T * H)) return;
   // Rare: find the rows, and whether the layer's attention output already held the value.
@@ -259,7 +389,7 @@ void Model::CheckFinite(int l) {
     const char* part = "embedding";
     if (l >= 0)
       part = !kernels::AllFinite(&w.attn_out[t * H], H) ? "attention"
-             : weights_.Layer(l).moe                   ? "moe"
+             : weights_.Layer(l).moe                    ? "moe"
                                                         : "mlp";
     non_finite_.push_back({.chunk = static_cast<size_t>(ci),
                            .layer = l,
@@ -272,9 +402,8 @@ void Model::CheckFinite(int l) {
       [](const NonFiniteActivation& a, const NonFiniteActivation& b) { return a.chunk < b.chunk; });
 }
 
-Status Model::Attention(int l, const KvBlocks& cache) {
+Status Model::AttentionIn(int l, const KvBlocks& cache, Workspace& w) {
   const ModelConfig& c = config_;
-  Workspace& w = *ws_;
   const AttentionWeights& a = weights_.Layer(l).attn;
   const int64_t T = w.T;
   // With TP this rank computes heads [h0, h0 + heads); everything below is per local head.
@@ -342,7 +471,17 @@ Status Model::Attention(int l, const KvBlocks& cache) {
   }
   kernels::MatMulTBatch(w.uk_args, pool_);
   times_.gemm += NowSeconds() - t0;
-  t0 = NowSeconds();
+  return Status::Ok();
+}
+
+Status Model::AttentionOut(int l, const KvBlocks& cache, Workspace& w) {
+  const ModelConfig& c = config_;
+  const AttentionWeights& a = weights_.Layer(l).attn;
+  const int64_t T = w.T;
+  const int all_heads = c.num_attention_heads, heads = all_heads / tp_.size, h0 = tp_.rank * heads;
+  const int L = c.kv_lora_rank, R = c.qk_rope_head_dim;
+  const int nope = c.qk_nope_head_dim, vd = c.v_head_dim, row = c.kv_a_dim();
+  double t0 = NowSeconds();
   if (cache.dtype == KvDType::kBF16)
     w.attn_scratch.resize(pool_.num_threads() * kernels::MlaScratchFloats(row));
   w.o_lat.resize(T * heads * L);
@@ -392,19 +531,18 @@ Status Model::Attention(int l, const KvBlocks& cache) {
   }
   t0 = NowSeconds();
   w.attn_out.resize(T * c.hidden_size);
-  kernels::MatMul({.x = o_all, .num_rows = T, .w = a.o, .y = w.attn_out.data(), .compute = compute_},
-                  pool_);
+  kernels::MatMul(
+      {.x = o_all, .num_rows = T, .w = a.o, .y = w.attn_out.data(), .compute = compute_}, pool_);
   times_.gemm += NowSeconds() - t0;
   return Status::Ok();
 }
 
-Status Model::Moe(int l) {
+void Model::Gate(int l, Workspace& w) {
   const ModelConfig& c = config_;
-  Workspace& w = *ws_;
   const MoeWeights& m = *weights_.Layer(l).moe;
   const int64_t T = w.T;
   const int E = c.n_routed_experts, K = c.num_experts_per_tok;
-  double t0 = NowSeconds();
+  const double t0 = NowSeconds();
   w.router_logits.resize(T * E);
   kernels::MatMul({.x = w.xn.data(), .num_rows = T, .w = m.router, .y = w.router_logits.data()},
                   pool_);
@@ -416,7 +554,7 @@ Status Model::Moe(int l) {
   for (int64_t t = 0; t < T; ++t)
     kernels::GateTopK(gopt, &w.router_logits[t * E], bias, w.gate_scratch.data(),
                       &w.expert_ids[t * K], &w.weights[t * K]);
-  if (route_observer_)
+  if (route_observer_ && &w == ws_.get()) {
     route_observer_({.layer = l,
                      .num_tokens = T,
                      .top_k = K,
@@ -424,34 +562,64 @@ Status Model::Moe(int l) {
                      .weights = w.weights.data(),
                      .sequence_ids = w.token_seq.data(),
                      .positions = w.token_pos.data()});
-  times_.gate += NowSeconds() - t0;
-
+  } else if (route_observer_ && T > 0) {
+    // A micro-batch: reported for the whole batch once the halves join.
+    const size_t at = (static_cast<size_t>(l) * ws_->T + w.offset) * K;
+    std::copy(w.expert_ids.begin(), w.expert_ids.end(), routed_ids_.begin() + at);
+    std::copy(w.weights.begin(), w.weights.end(), routed_weights_.begin() + at);
+  }
   // With TP each rank of the group takes a contiguous share of the tokens.
-  const int H = c.hidden_size;
-  const int64_t b = T * tp_.rank / tp_.size, n = T * (tp_.rank + 1) / tp_.size - b;
-  // Dispatch overlap: start routing, run the shared expert while tokens travel, then finish.
-  t0 = NowSeconds();
-  RETURN_IF_ERROR(experts_->Start({.layer = l,
-                                   .num_tokens = n,
-                                   .hidden = H,
-                                   .top_k = K,
-                                   .x = &w.xn[b * H],
-                                   .expert_ids = &w.expert_ids[b * K],
-                                   .weights = &w.weights[b * K],
-                                   .token_keys = &w.token_key[b],
-                                   .compute = compute_}));
-  double t1 = NowSeconds();
+  w.moe_begin = T * tp_.rank / tp_.size;
+  w.moe_count = T * (tp_.rank + 1) / tp_.size - w.moe_begin;
+  times_.gate += NowSeconds() - t0;
+}
+
+Status Model::MoeSend(int l, Workspace& w, int slot) {
+  const ModelConfig& c = config_;
+  const int H = c.hidden_size, K = c.num_experts_per_tok;
+  const int64_t b = w.moe_begin;
+  const double t0 = NowSeconds();
+  Status st = experts_->Start(slot, {.layer = l,
+                                     .num_tokens = w.moe_count,
+                                     .hidden = H,
+                                     .top_k = K,
+                                     .x = &w.xn[b * H],
+                                     .expert_ids = &w.expert_ids[b * K],
+                                     .weights = &w.weights[b * K],
+                                     .token_keys = &w.token_key[b],
+                                     .compute = compute_});
+  times_.routed_experts += NowSeconds() - t0;
+  return st;
+}
+
+void Model::SharedExpert(int l, Workspace& w) {
+  const MoeWeights& m = *weights_.Layer(l).moe;
+  const int H = config_.hidden_size;
+  const double t0 = NowSeconds();
+  w.shared_out.resize(w.T * H);
   if (!m.shared.empty())
-    RunMlp(m.shared, &w.xn[b * H], n, &w.ffn_out[b * H], w.mlp, pool_, compute_);
-  double t2 = NowSeconds();
-  times_.shared_expert += t2 - t1;
-  RETURN_IF_ERROR(experts_->Finish(&w.ffn_out[b * H]));
-  times_.routed_experts += (NowSeconds() - t2) + (t1 - t0);
+    RunMlp(m.shared, &w.xn[w.moe_begin * H], w.moe_count, &w.shared_out[w.moe_begin * H], w.mlp,
+           pool_, compute_);
+  times_.shared_expert += NowSeconds() - t0;
+}
+
+Status Model::MoeReceive(int l, Workspace& w, int slot, bool run_shared) {
+  const MoeWeights& m = *weights_.Layer(l).moe;
+  const int H = config_.hidden_size;
+  const int64_t b = w.moe_begin, n = w.moe_count;
+  double t0 = NowSeconds();
+  RETURN_IF_ERROR(experts_->Finish(slot, &w.ffn_out[b * H]));
+  times_.routed_experts += NowSeconds() - t0;
+  if (run_shared) SharedExpert(l, w);
+  // out = (sum_k w_k y_k) + shared, in that order in every overlap mode.
+  if (!m.shared.empty())
+    for (int64_t i = b * H; i < (b + n) * H; ++i) w.ffn_out[i] += w.shared_out[i];
   if (tp_.size > 1) {
     t0 = NowSeconds();
-    RETURN_IF_ERROR(tp_.group->AllReduceSum(w.ffn_out.data(), T * H));
+    RETURN_IF_ERROR(tp_.group->AllReduceSum(w.ffn_out.data(), w.T * H));
     times_.tp_comm += NowSeconds() - t0;
   }
+  for (int64_t i = 0; i < w.T * H; ++i) w.x[i] += w.ffn_out[i];
   return Status::Ok();
 }
 

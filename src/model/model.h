@@ -24,6 +24,16 @@
 
 namespace epserve {
 
+// Micro-batching (Overlap::kMicroBatch): dense layers run the whole batch; from the first MoE
+// layer on, the batch's tokens split into halves A and B (A the first ceil(T/2) tokens, so a
+// sequence cut in two has its earlier positions in A and B's attention finds them in the cache).
+// Each layer is five stages (1: input norm, projections, cache rows, W_uk absorb; 2: attention,
+// W_uv, O projection, post norm, gate; 3: dispatch send, shared expert; 4: dispatch receive,
+// routed experts, combine send; 5: combine receive, residual) and B runs 3 stages behind A:
+//   A1 A2 A3 B1 A4 B2 A5 B3 A1' B4 A2' B5 A3' B1' ...
+// so A's dispatch travels during B1, A's combine during B2, B's dispatch during A1' and B's
+// combine during A2'. The halves join again before the head.
+
 // One sequence's new tokens for this step. They occupy positions
 // [start, start + tokens.size()); rows [0, start) are already in the cache.
 struct SequenceChunk {
@@ -80,6 +90,24 @@ struct TensorParallel {
   comm::Communicator* group = nullptr;  // the DP group's ranks, rank order = TP rank
 };
 
+// How a MoE layer overlaps its expert exchange with compute (SPEC §5). Every mode gives the same
+// bits for every token: only the order of the work changes.
+enum class Overlap : uint8_t {
+  kNone,        // dispatch, routed experts, combine, then the shared expert: nothing overlaps
+  kDispatch,    // the shared expert runs while the dispatch travels
+  kMicroBatch,  // two half batches 3 stages apart through the 5-stage layer (below)
+};
+const char* OverlapName(Overlap mode);
+
+struct OverlapOptions {
+  Overlap mode = Overlap::kDispatch;
+  // kMicroBatch only: split a step only when its largest DP group batch (tokens, agreed over
+  // the ranks with ExpertBackend::AgreeMax, one small collective per step) is at least this;
+  // smaller steps run as kDispatch. <= 1: always split, no collective. `--overlap auto` sets it
+  // to the planner's crossover.
+  int64_t min_tokens = 0;
+};
+
 // Wall time spent per part of the step, accumulated over Forward calls (seconds).
 struct StepTimes {
   double attention = 0, gemm = 0, gate = 0, shared_expert = 0, routed_experts = 0, lm_head = 0,
@@ -111,6 +139,13 @@ class Model {
   // rounding. Applies to the next Forward.
   void SetCompute(kernels::Compute compute) { compute_ = compute; }
   kernels::Compute compute() const { return compute_; }
+  // How MoE layers overlap communication (applies to the next Forward; ForwardMtp's single
+  // layer always runs as kDispatch). Under expert parallelism every rank must use the same
+  // options: the number of exchanges per layer follows from them.
+  void SetOverlap(const OverlapOptions& overlap) { overlap_ = overlap; }
+  const OverlapOptions& overlap() const { return overlap_; }
+  // Whether the last Forward ran its MoE layers as two micro-batches.
+  bool last_split() const { return last_split_; }
 
   // Runs the batch, writing each token's latent row into its block of `kv`, and writes the
   // logits of the last token of each chunk that wants them to logits [those chunks, vocab], in
@@ -148,18 +183,29 @@ class Model {
 
  private:
   struct Workspace;
-  // Validates the batch and fills the workspace's per-token tables and embedding rows.
+  // Validates the batch and fills the whole-batch workspace's per-token tables and embedding rows.
   Status Prepare(const ForwardBatch& batch, const KvBlocks& kv, const WeightView& embed);
   // Final norm and head: the logits rows the chunks want; every token's normed row into
   // `hidden` unless null.
   void Head(const ForwardBatch& batch, const std::vector<float>& norm, const WeightView& head,
             float* logits, AlignedVector<float>* hidden);
-  // Decoder layer l (an MTP module's block for l >= num_hidden_layers), cache layer l.
-  Status RunLayer(int layer, const KvBlocks& kv);
-  Status Attention(int layer, const KvBlocks& cache);
-  Status Moe(int layer);
-  // Records the chunks whose rows of the hidden state turned non-finite at `layer`.
-  void CheckFinite(int layer);
+  // Decoder layer l (an MTP module's block for l >= num_hidden_layers), cache layer l, over
+  // the tokens of w, as kNone or kDispatch.
+  Status RunLayer(int layer, const KvBlocks& kv, Workspace& w, Overlap mode);
+  // Stage 1..5 of layer l over w (see the micro-batching comment above); MoE stages use expert
+  // slot `slot`. Dense layers do their MLP in stage 2 and nothing in 3 and 4.
+  Status RunStage(int stage, int layer, const KvBlocks& kv, Workspace& w, int slot);
+  // Layers [first, num_hidden_layers) as two micro-batches of ws_.
+  Status RunMicroBatches(int first, const KvBlocks& kv);
+  Status AttentionIn(int layer, const KvBlocks& cache, Workspace& w);   // stage 1
+  Status AttentionOut(int layer, const KvBlocks& cache, Workspace& w);  // stage 2, to o_proj
+  void Gate(int layer, Workspace& w);
+  Status MoeSend(int layer, Workspace& w, int slot);  // stage 3 without the shared expert
+  void SharedExpert(int layer, Workspace& w);
+  // Stage 5: combine receive, + shared expert (run here first with run_shared), TP sum, residual.
+  Status MoeReceive(int layer, Workspace& w, int slot, bool run_shared);
+  // Records the chunks whose rows of w's hidden state turned non-finite at `layer`.
+  void CheckFinite(int layer, const Workspace& w);
 
   const ModelConfig& config_;
   const ModelWeights& weights_;
@@ -170,7 +216,14 @@ class Model {
   RopeTable rope_;
   TensorParallel tp_;
   kernels::Compute compute_ = kernels::Compute::kExact;
-  std::unique_ptr<Workspace> ws_;
+  OverlapOptions overlap_;
+  bool last_split_ = false;
+  std::unique_ptr<Workspace> ws_;       // the whole batch
+  std::unique_ptr<Workspace> half_[2];  // micro-batches A and B
+  // With a route observer under micro-batching: every MoE layer's routing for the whole batch,
+  // reported in layer order once the halves join.
+  std::vector<int32_t> routed_ids_;
+  std::vector<float> routed_weights_;
   bool keep_hidden_ = false;
   AlignedVector<float> hidden_;
   StepTimes times_;

@@ -1,8 +1,10 @@
 // The expert-parallel ExpertBackend: routed experts live on many ranks (per an ExpertPlacement),
 // tokens travel to them and back through comm::Dispatcher (SPEC §4):
-//   Start:  pick the rank serving each (token, k) with the placement's Router, StartDispatch
-//   Finish: FinishDispatch, run the local experts over expert-major packed rows (grouped GEMM),
-//           weight and sum per received row, combine back, add into the output
+//   Start:   pick the rank serving each (token, k) with the placement's Router, StartDispatch
+//   Compute: FinishDispatch, run the local experts over expert-major packed rows (grouped
+//            GEMM), StartCombine with the outputs in received (row, slot) order
+//   Finish:  FinishCombine: the origin weights, sums and adds into the output
+// Each slot has its own comm::DispatchHandle, so two micro-batches' exchanges can be in flight.
 // Also keeps the per-layer traffic and per-expert token counts that `--stats` prints.
 #pragma once
 
@@ -31,26 +33,37 @@ struct EpTimes {
 class EpExperts : public ExpertBackend {
  public:
   // All references must outlive this object. Layers not in the placement are errors.
-  EpExperts(comm::Dispatcher& dispatcher, const placement::Placement& placement, const placement::Router& router,
+  EpExperts(comm::Dispatcher& dispatcher, comm::Communicator& comm,
+            const placement::Placement& placement, const placement::Router& router,
             const ModelWeights& weights, ThreadPool& pool, int num_layers, int num_experts);
 
-  Status Start(const RoutedBatch& batch) override;
-  Status Finish(float* out) override;
+  Status Start(int slot, const RoutedBatch& batch) override;
+  Status Compute(int slot) override;
+  Status Finish(int slot, float* out) override;
+  Status Progress() override;
+  // An AllReduceMax over the dispatcher's communicator.
+  StatusOr<int64_t> AgreeMax(int64_t value) override;
 
   const std::vector<EpLayerStats>& layer_stats() const { return stats_; }
   const EpTimes& times() const { return times_; }
 
  private:
   comm::Dispatcher& dispatcher_;
+  comm::Communicator& comm_;  // the dispatcher's
   const placement::Placement& placement_;
   const placement::Router& router_;
   const ModelWeights& weights_;
   ThreadPool& pool_;
   int num_experts_;
-  RoutedBatch batch_;
-  std::vector<int32_t> dest_;
-  comm::ReceivedRows received_;
-  std::vector<float> packed_x_, packed_y_, combined_;
+  struct Slot {
+    RoutedBatch batch;
+    std::vector<int32_t> dest;
+    comm::DispatchHandle handle;
+    comm::ReceivedRows received;
+    std::vector<float> combined;
+  };
+  Slot slots_[kExpertSlots];
+  std::vector<float> packed_x_, packed_y_;
   MlpScratch scratch_;
   std::vector<EpLayerStats> stats_;
   EpTimes times_;
@@ -58,6 +71,7 @@ class EpExperts : public ExpertBackend {
 
 // Default placement: contiguous equal slices of every MoE layer's experts (the first
 // n % ranks ranks get one more), topology-aware routing among copies.
-placement::Placement ContiguousPlacement(const ModelConfig& config, int num_ranks, int ranks_per_node);
+placement::Placement ContiguousPlacement(const ModelConfig& config, int num_ranks,
+                                         int ranks_per_node);
 
 }  // namespace epserve
