@@ -152,8 +152,11 @@ Status RunEngine(const EngineCmdFlags& f) {
     mpi->Abort(1);
   };
   if (!err.status.ok()) return fail(err.status, err.is_global);
-  StatusOr<EngineOptions> eo = f.engine.Options(rep->config);
+  std::string note;
+  StatusOr<EngineOptions> eo =
+      f.engine.Options(f.model, rep->config, rep->num_ranks, rep->tp, rep->ranks_per_node, &note);
   if (!eo.ok()) return fail(eo.status(), true);
+  if (rank == 0 && !note.empty()) std::printf("%s\n", note.c_str());
   // TP followers replay their leader's block ids: every rank of a group takes the smallest pool
   // any of them could hold (a share of available memory differs a little between ranks).
   int64_t neg = -eo->num_blocks;

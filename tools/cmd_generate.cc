@@ -16,6 +16,7 @@
 #include "text/tokenizer.h"
 #include "tools/command.h"
 #include "tools/flag_checks.h"
+#include "tools/overlap_flag.h"
 
 namespace epserve::tools {
 
@@ -36,6 +37,7 @@ struct GenerateFlags {
   // Engine.
   std::string kv_dtype = "f32";
   std::string mtp = "off";
+  OverlapFlags overlap;
   std::string kv_memory;  // bytes with an optional K/M/G suffix; empty: enough for all requests
   int64_t block_size = 64;
   int64_t max_batch_tokens = 256;
@@ -166,6 +168,12 @@ StatusOr<std::unique_ptr<text::Tokenizer>> MaybeTokenizer(const std::string& dir
   return text::Tokenizer::Load(dir);
 }
 
+// "overlap: microbatch, 12 of 13 passes in two micro-batches"
+void PrintOverlap(const OverlapOptions& o, int64_t split, int64_t passes) {
+  std::printf("overlap: %s, %lld of %lld passes in two micro-batches\n", OverlapName(o.mode),
+              static_cast<long long>(split), static_cast<long long>(passes));
+}
+
 // "mtp: 40 drafts, 31 accepted (77.5%), 1.78 tokens per decode step"
 void PrintMtp(int64_t drafts, int64_t accepted) {
   std::printf("mtp: %lld drafts, %lld accepted (%.1f%%), %.2f tokens per decode step\n",
@@ -217,9 +225,19 @@ Status RunDistributed(const GenerateFlags& f, const std::string& dir,
                   .kill_step = f.kill_step,
                   .stop_instead = f.stop_rank,
                   .fail_load_rank = f.fail_load_rank};
+  const int rank = mpi->world().rank();
+  std::string note;
+  StatusOr<OverlapOptions> overlap = f.overlap.Options(
+      dir, mpi->world().size(), f.tp, f.ranks_per_node > 0 ? f.ranks_per_node : mpi->local_ranks(),
+      engine.mtp ? 2 : 1, &note);
+  if (!overlap.ok()) {  // every rank finds the same
+    if (rank == 0) std::fprintf(stderr, "epserve: error: %s\n", overlap.status().message().c_str());
+    return Status::Unavailable("");
+  }
+  if (rank == 0 && !note.empty()) std::printf("%s\n", note.c_str());
+  eo.engine.overlap = *overlap;
   EpRunResult res;
   EpError err = RunEpGenerate(*mpi, eo, &res);
-  const int rank = mpi->world().rank();
   if (!err.status.ok()) {
     if (err.is_global) {
       if (rank == 0) std::fprintf(stderr, "epserve: error: %s\n", err.status.message().c_str());
@@ -238,6 +256,7 @@ Status RunDistributed(const GenerateFlags& f, const std::string& dir,
               static_cast<long long>(res.cache_blocks), static_cast<long long>(res.block_size),
               f.kv_dtype.c_str());
   if (engine.mtp) PrintMtp(res.draft_tokens, res.accepted_draft_tokens);
+  PrintOverlap(eo.engine.overlap, res.split_forwards, res.forwards);
   RETURN_IF_ERROR(Report(
       f, res.requests, res.vocab,
       {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds}, tok));
@@ -248,10 +267,11 @@ Status RunDistributed(const GenerateFlags& f, const std::string& dir,
 // Refuses, before any work, an output file that cannot be written or that is also an input or
 // another output.
 Status CheckOutputs(const GenerateFlags& f) {
-  const std::pair<const char*, const std::string*> outputs[] = {{"--tokens-out", &f.tokens_out},
-                                                                {"--logits-out", &f.logits_out},
-                                                                {"--draft-logits-out", &f.draft_logits_out},
-                                                                {"--trace-out", &f.trace_out}};
+  const std::pair<const char*, const std::string*> outputs[] = {
+      {"--tokens-out", &f.tokens_out},
+      {"--logits-out", &f.logits_out},
+      {"--draft-logits-out", &f.draft_logits_out},
+      {"--trace-out", &f.trace_out}};
   for (const auto& [flag, path] : outputs) {
     RETURN_IF_ERROR(CheckWritable(flag, *path));
     RETURN_IF_ERROR(CheckNotSameFile(flag, *path, "--arrivals", {f.arrivals}));
@@ -313,6 +333,9 @@ Status Run(const GenerateFlags& f) {
   }
   const ModelConfig& c = loaded->config;
   RETURN_IF_ERROR(CheckMtp(c, engine.mtp).WithContextOnce(dir + "/config.json"));
+  std::string note;
+  ASSIGN_OR_RETURN(engine.overlap, f.overlap.Options(dir, 1, 1, 1, engine.mtp ? 2 : 1, &note));
+  if (!note.empty()) std::printf("%s\n", note.c_str());
   engine.default_stop_ids = c.eos_token_ids;
   if (kv_bytes > 0) {
     engine.num_blocks = KvMemoryBlocks(c, engine.kv_dtype, engine.block_size, kv_bytes, engine.mtp);
@@ -335,6 +358,7 @@ Status Run(const GenerateFlags& f) {
       res.steps, static_cast<long long>(st.cached_prompt_tokens),
       static_cast<long long>(st.prompt_tokens), static_cast<long long>(st.preemptions));
   if (engine.mtp) PrintMtp(st.draft_tokens, st.accepted_draft_tokens);
+  PrintOverlap(engine.overlap, model.split_forwards(), model.forwards());
   Status report = Report(
       f, res.requests, c.vocab_size,
       {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds}, tok.get());
@@ -393,7 +417,8 @@ Status Report(const GenerateFlags& f, const std::vector<RequestResult>& results,
     // [drafts, vocab]: sequence by sequence, each in position order (--tokens-out lists the
     // positions).
     std::vector<float> all;
-    for (const auto& r : results) all.insert(all.end(), r.draft_logits.begin(), r.draft_logits.end());
+    for (const auto& r : results)
+      all.insert(all.end(), r.draft_logits.begin(), r.draft_logits.end());
     written = Combine(std::move(written),
                       WriteNpyF32(f.draft_logits_out,
                                   {static_cast<int64_t>(all.size()) / vocab, vocab}, all.data()));
@@ -459,6 +484,7 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
       ->check(CLI::IsMember({"on", "off"}))
       ->group(eng)
       ->capture_default_str();
+  f->overlap.AddTo(cmd, eng);
   cmd->add_option("--kv-dtype", f->kv_dtype,
                   "f32 | bf16 latent cache rows (bf16 halves the memory)")
       ->group(eng)

@@ -39,9 +39,12 @@ void EngineFlags::AddTo(CLI::App* cmd) {
                   "compute threads per rank (default: the machine's cores / its ranks)")
       ->check(ThreadCount())
       ->group(g);
+  overlap.AddTo(cmd, g);
 }
 
-StatusOr<EngineOptions> EngineFlags::Options(const ModelConfig& c) const {
+StatusOr<EngineOptions> EngineFlags::Options(const std::string& model_dir, const ModelConfig& c,
+                                             int ep, int tp, int ranks_per_machine,
+                                             std::string* overlap_note) const {
   if (max_batch_tokens < 1) return Status::InvalidArgument("--max-batch-tokens must be >= 1");
   if (max_running < 1) return Status::InvalidArgument("--max-running must be >= 1");
   if (block_size < 1) return Status::InvalidArgument("--block-size must be >= 1");
@@ -54,6 +57,8 @@ StatusOr<EngineOptions> EngineFlags::Options(const ModelConfig& c) const {
                    .kv_dtype = dtype,
                    .mtp = mtp == "on"};
   RETURN_IF_ERROR(CheckMtp(c, eo.mtp));
+  ASSIGN_OR_RETURN(eo.overlap, overlap.Options(model_dir, ep, tp, ranks_per_machine, eo.mtp ? 2 : 1,
+                                               overlap_note));
   eo.default_stop_ids.assign(c.eos_token_ids.begin(), c.eos_token_ids.end());
   eo.num_blocks = KvMemoryBlocks(c, dtype, block_size, kv_bytes, eo.mtp);
   if (eo.num_blocks < 1)
@@ -62,13 +67,21 @@ StatusOr<EngineOptions> EngineFlags::Options(const ModelConfig& c) const {
 }
 
 std::vector<std::string> EngineFlags::Args() const {
-  std::vector<std::string> a = {"--max-batch-tokens", std::to_string(max_batch_tokens),
-                                "--max-running",      std::to_string(max_running),
-                                "--block-size",       std::to_string(block_size),
-                                "--kv-dtype",         kv_dtype,
-                                "--kv-memory",        kv_memory,
-                                "--mtp",              mtp};
+  std::vector<std::string> a = {"--max-batch-tokens",
+                                std::to_string(max_batch_tokens),
+                                "--max-running",
+                                std::to_string(max_running),
+                                "--block-size",
+                                std::to_string(block_size),
+                                "--kv-dtype",
+                                kv_dtype,
+                                "--kv-memory",
+                                kv_memory,
+                                "--mtp",
+                                mtp};
   if (threads > 0) a.insert(a.end(), {"--threads", std::to_string(threads)});
+  const std::vector<std::string> o = overlap.Args();
+  a.insert(a.end(), o.begin(), o.end());
   return a;
 }
 
@@ -76,7 +89,9 @@ StatusOr<std::unique_ptr<LocalEngine>> StartLocalEngine(const std::string& dir,
                                                         const EngineFlags& f) {
   auto e = std::make_unique<LocalEngine>();
   ASSIGN_OR_RETURN(e->loaded, LoadModel(dir, {}));
-  ASSIGN_OR_RETURN(EngineOptions eo, f.Options(e->loaded->config));
+  std::string note;
+  ASSIGN_OR_RETURN(EngineOptions eo, f.Options(dir, e->loaded->config, 1, 1, 1, &note));
+  if (!note.empty()) std::printf("%s\n", note.c_str());
   e->pool = std::make_unique<ThreadPool>(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
   e->model = std::make_unique<Model>(e->loaded->config, *e->loaded->weights, *e->pool);
   e->experts =

@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "runtime/engine.h"
 #include "runtime/loaded_model.h"
+#include "tools/overlap_flag.h"
 
 namespace epserve::tools {
 
@@ -22,10 +23,15 @@ struct EngineFlags {
   std::string kv_memory = "10%";
   int threads = 0;
   std::string mtp = "off";
+  OverlapFlags overlap;
 
   void AddTo(CLI::App* cmd);
-  // Checks the flags; num_blocks from --kv-memory for this model.
-  StatusOr<EngineOptions> Options(const ModelConfig& config) const;
+  // Checks the flags; num_blocks from --kv-memory for this model, overlap for a deployment of
+  // ep ranks in DP groups of tp, ranks_per_machine to a machine.
+  // With --overlap auto the planner's choice goes to *overlap_note.
+  StatusOr<EngineOptions> Options(const std::string& model_dir, const ModelConfig& config,
+                                  int ep = 1, int tp = 1, int ranks_per_machine = 1,
+                                  std::string* overlap_note = nullptr) const;
   // The flags again, for a child `epserve engine` command line.
   std::vector<std::string> Args() const;
 };

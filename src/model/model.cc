@@ -226,7 +226,11 @@ Status Model::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logi
     RETURN_IF_ERROR(RunLayer(l, kv, w, whole));
     CheckFinite(l, w);
   }
-  if (last_split_) RETURN_IF_ERROR(RunMicroBatches(first_moe, kv));
+  ++forwards_;
+  if (last_split_) {
+    ++split_forwards_;
+    RETURN_IF_ERROR(RunMicroBatches(first_moe, kv));
+  }
   Head(batch, weights_.final_norm, weights_.lm_head, logits, keep_hidden_ ? &hidden_ : nullptr);
   return Status::Ok();
 }

@@ -144,8 +144,11 @@ class Model {
   // options: the number of exchanges per layer follows from them.
   void SetOverlap(const OverlapOptions& overlap) { overlap_ = overlap; }
   const OverlapOptions& overlap() const { return overlap_; }
-  // Whether the last Forward ran its MoE layers as two micro-batches.
+  // Whether the last Forward ran its MoE layers as two micro-batches; how many Forwards did, of
+  // how many.
   bool last_split() const { return last_split_; }
+  int64_t split_forwards() const { return split_forwards_; }
+  int64_t forwards() const { return forwards_; }
 
   // Runs the batch, writing each token's latent row into its block of `kv`, and writes the
   // logits of the last token of each chunk that wants them to logits [those chunks, vocab], in
@@ -218,6 +221,7 @@ class Model {
   kernels::Compute compute_ = kernels::Compute::kExact;
   OverlapOptions overlap_;
   bool last_split_ = false;
+  int64_t split_forwards_ = 0, forwards_ = 0;
   std::unique_ptr<Workspace> ws_;       // the whole batch
   std::unique_ptr<Workspace> half_[2];  // micro-batches A and B
   // With a route observer under micro-batching: every MoE layer's routing for the whole batch,

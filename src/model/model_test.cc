@@ -145,5 +145,86 @@ TEST(ModelTest, NonFiniteEmbeddingRowFailsOnlyItsChunk) {
   EXPECT_TRUE(model.non_finite().empty());
 }
 
+// Every overlap mode gives the same bits: prefill chunks, a sequence cut between the two
+// micro-batches, decode steps of 1..3 tokens (a step of one token leaves half B empty), the route
+// observer's events (whole batch, layer order) and the non-finite report.
+struct OverlapRun {
+  std::vector<std::vector<float>> logits;
+  std::vector<std::string> routes;  // one line per observed MoE layer
+  std::vector<bool> split;
+};
+
+OverlapRun RunWithOverlap(const Loaded& m, const OverlapOptions& overlap) {
+  ThreadPool pool(2);
+  Model model(m.config, *m.w, pool);
+  model.SetOverlap(overlap);
+  OverlapRun run;
+  model.SetRouteObserver([&](const RouteEvent& ev) {
+    std::string line = std::to_string(ev.layer) + ":";
+    for (int64_t i = 0; i < ev.num_tokens * ev.top_k; ++i)
+      line += " " + std::to_string(ev.expert_ids[i]) + "/" + std::to_string(ev.weights[i]);
+    for (int64_t t = 0; t < ev.num_tokens; ++t)
+      line += " @" + std::to_string(ev.sequence_ids[t]) + "." + std::to_string(ev.positions[t]);
+    run.routes.push_back(line);
+  });
+  LatentKvCache cache(m.config.num_hidden_layers, m.config.kv_a_dim(), 3, 64);
+  const int V = m.config.vocab_size;
+  auto step = [&](const ForwardBatch& b) {
+    std::vector<float> logits(b.chunks.size() * V);
+    Status st = model.Forward(b, cache, logits.data());
+    CHECK(st.ok()) << st.message();
+    run.logits.push_back(std::move(logits));
+    run.split.push_back(model.last_split());
+  };
+  step({{{0, Prompt(1, 3)}, {1, Prompt(7, 5)}, {2, Prompt(33, 11)}}});  // halves cut sequence 2
+  step({{{0, {17}}, {1, {18}}, {2, {19}}}});
+  step({{{1, {20}}, {2, {21}}}});
+  step({{{2, {22}}}});
+  return run;
+}
+
+TEST(ModelTest, OverlapModesGiveIdenticalBits) {
+  for (const char* preset : {"tiny", "tiny-v2"}) {
+    Loaded m = Load(testing::MakeTiny("overlap", preset, WeightDType::kFP8));
+    const OverlapRun want = RunWithOverlap(m, {.mode = Overlap::kDispatch});
+    EXPECT_EQ(want.split, std::vector<bool>(4, false));
+    for (const OverlapOptions& o :
+         {OverlapOptions{.mode = Overlap::kNone}, OverlapOptions{.mode = Overlap::kMicroBatch},
+          OverlapOptions{.mode = Overlap::kMicroBatch, .min_tokens = 3}}) {
+      const OverlapRun got = RunWithOverlap(m, o);
+      EXPECT_EQ(got.logits, want.logits) << preset << " " << OverlapName(o.mode);
+      EXPECT_EQ(got.routes, want.routes) << preset << " " << OverlapName(o.mode);
+      if (o.mode == Overlap::kMicroBatch) {
+        // min_tokens 3: only the steps of at least 3 tokens split.
+        const std::vector<bool> split = o.min_tokens == 3
+                                            ? std::vector<bool>{true, true, false, false}
+                                            : std::vector<bool>(4, true);
+        EXPECT_EQ(got.split, split) << preset;
+      }
+    }
+  }
+}
+
+TEST(ModelTest, MicroBatchesReportNonFiniteChunksLikeTheWholeBatch) {
+  const std::string dir = testing::MakeTiny("nan_overlap");
+  Poison(dir, "model.layers.2.mlp.shared_experts.down_proj.weight", 0);
+  Loaded m = Load(dir);
+  ThreadPool pool(2);
+  Model model(m.config, *m.w, pool);
+  model.SetOverlap({.mode = Overlap::kMicroBatch});
+  LatentKvCache cache(m.config.num_hidden_layers, m.config.kv_a_dim(), 3, 16);
+  std::vector<float> logits(3 * m.config.vocab_size);
+  ASSERT_TRUE(model
+                  .Forward({{{0, Prompt(5, 3)}, {1, Prompt(2, 8)}, {2, Prompt(4, 1)}}}, cache,
+                           logits.data())
+                  .ok());
+  ASSERT_TRUE(model.last_split());
+  ASSERT_EQ(model.non_finite().size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(model.non_finite()[i].chunk, i);
+    EXPECT_EQ(model.non_finite()[i].layer, 2);
+  }
+}
+
 }  // namespace
 }  // namespace epserve

@@ -181,6 +181,7 @@ Engine::Engine(Model& model, const EngineOptions& o)
   CHECK(o.num_blocks > 0 && o.block_size > 0 && o.max_batch_tokens > 0 && o.max_running > 0);
   CHECK(!o.mtp || model.config().num_nextn_predict_layers > 0) << "MTP without an MTP module";
   if (o.mtp) model_.SetKeepHidden(true);
+  model_.SetOverlap(o.overlap);
 }
 
 Engine::~Engine() = default;
@@ -431,7 +432,7 @@ std::vector<TokenEvent> Engine::Complete(const StepPlan& plan, const std::vector
     }
     if (!finite) {  // the hidden state was finite: the final norm or lm_head made it
       if (c.num_logits == 2) s.num_computed = c.start + 1;  // the draft was never verified
-      if (options_.prefix_cache) CommitFullBlocks(s);          // its rows are sound
+      if (options_.prefix_cache) CommitFullBlocks(s);       // its rows are sound
       Finish(s, FinishReason::kError,
              std::string("lm_head: non-finite logits (") + (nan ? "NaN" : "Inf") +
                  ") at token position " + std::to_string(s.num_computed - 1),

@@ -78,6 +78,9 @@ struct EngineOptions {
   // With mtp: CompleteDrafts keeps the MTP module's logits row of every draft
   // (TakeDraftLogits), for the reference check of the module's numerics.
   bool keep_draft_logits = false;
+  // How MoE layers overlap communication with compute (Model::SetOverlap; the engine sets it on
+  // its model). Under expert parallelism every rank's engine must be given the same.
+  OverlapOptions overlap;
   std::vector<int32_t> default_stop_ids;
 };
 

@@ -79,9 +79,9 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
   // Every rank of a group sizes its pool alike (followers replay the leader's block ids).
   EngineOptions eng = o.engine;
   if (eng.num_blocks == 0) {
-    eng.num_blocks = o.kv_memory_bytes > 0
-                         ? KvMemoryBlocks(config, eng.kv_dtype, eng.block_size, o.kv_memory_bytes, eng.mtp)
-                         : BlocksForAll(group_requests, eng.block_size);
+    eng.num_blocks = o.kv_memory_bytes > 0 ? KvMemoryBlocks(config, eng.kv_dtype, eng.block_size,
+                                                            o.kv_memory_bytes, eng.mtp)
+                                           : BlocksForAll(group_requests, eng.block_size);
     if (eng.num_blocks < 1)
       return {Status::InvalidArgument("--kv-memory " + std::to_string(o.kv_memory_bytes) +
                                       " bytes holds no cache block"),
@@ -118,6 +118,8 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
   out->group_batch.assign(dp, 0);
   out->cache_blocks = eng.num_blocks;
   out->block_size = eng.block_size;
+  out->split_forwards = model.split_forwards();
+  out->forwards = model.forwards();
   for (int r = 0; r < n; ++r) {
     const std::string& b = blobs[r];
     if (b.empty()) continue;

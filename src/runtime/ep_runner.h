@@ -42,12 +42,13 @@ struct EpRunResult {                    // filled on rank 0 only
   std::vector<RequestResult> requests;  // in the order given (logits [tokens, vocab] when kept)
   int vocab = 0;
   int num_ranks = 0, tp = 1, dp = 1, num_nodes = 1;
-  std::vector<int> group_batch;                    // requests per DP group
-  int64_t cache_blocks = 0, block_size = 0;        // group 0's pool
-  double prefill_seconds = 0, decode_seconds = 0;  // max over ranks
-  int64_t prefill_tokens = 0, decode_tokens = 0;   // all groups
+  std::vector<int> group_batch;                         // requests per DP group
+  int64_t cache_blocks = 0, block_size = 0;             // group 0's pool
+  double prefill_seconds = 0, decode_seconds = 0;       // max over ranks
+  int64_t prefill_tokens = 0, decode_tokens = 0;        // all groups
   int64_t draft_tokens = 0, accepted_draft_tokens = 0;  // MTP, all groups
-  std::string stats_table;                         // the --stats report
+  int64_t split_forwards = 0, forwards = 0;  // rank 0's main passes, and those micro-batched
+  std::string stats_table;                   // the --stats report
 };
 
 EpError RunEpGenerate(comm::MpiWorld& world, const EpRunOptions& options, EpRunResult* result);
