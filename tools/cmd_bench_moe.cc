@@ -1,10 +1,12 @@
-// `epserve bench moe-layer`: sparse dispatch/combine vs the padded baseline, under mpirun.
+// `epserve bench moe-layer`: sparse dispatch/combine vs the padded baseline, under mpirun; with
+// --overlap, decode passes under each overlap mode (runtime/overlap_bench.h).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "comm/communicator.h"
 #include "runtime/loaded_model.h"
 #include "runtime/moe_layer_bench.h"
+#include "runtime/overlap_bench.h"
 #include "tools/command.h"
 #include "tools/flag_checks.h"
 
@@ -17,7 +19,51 @@ struct MoeFlags {
   int skewed = 128, repeats = 5, ranks_per_node = 0, threads = 1;
   double timeout = 120.0;
   bool json = false;
+  std::vector<std::string> overlap;  // non-empty: the overlap bench, these modes
+  int kv_len = 256;
 };
+
+// The overlap bench's table (or JSON) on rank 0.
+void PrintOverlap(const MoeFlags& f, const std::string& dir, int ranks,
+                  const std::vector<OverlapBenchRow>& rows) {
+  if (f.json) {
+    nlohmann::json j = {{"model", dir}, {"ranks", ranks}, {"kv_len", f.kv_len}};
+    j["rows"] = nlohmann::json::array();
+    for (const auto& r : rows)
+      j["rows"].push_back({{"batch", r.batch},
+                           {"overlap", OverlapName(r.mode)},
+                           {"pass_ms", r.pass_ms},
+                           {"moe_layer_ms", r.moe_layer_ms},
+                           {"cross_machine_bytes_per_layer", r.remote_bytes_per_layer}});
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::printf(
+      "decode passes of %s on %d ranks, KV %d; per MoE layer = the MoE layers' wall time / their "
+      "number; the slowest rank, median of %d repeats, modes alternating\n",
+      dir.c_str(), ranks, f.kv_len, f.repeats);
+  std::printf("%-8s %-12s %10s %14s %16s\n", "batch", "overlap", "pass ms", "MoE layer ms",
+              "cross-machine KB");
+  for (const auto& r : rows)
+    std::printf("%-8d %-12s %10.3f %14.3f %16.1f\n", r.batch, OverlapName(r.mode), r.pass_ms,
+                r.moe_layer_ms, r.remote_bytes_per_layer / 1e3);
+  // Micro-batching against dispatch overlap, batch by batch; the crossover is the smallest
+  // batch from which it wins at every larger batch measured.
+  std::string from;
+  for (const auto& a : rows) {
+    if (a.mode != Overlap::kMicroBatch) continue;
+    for (const auto& b : rows) {
+      if (b.batch != a.batch || b.mode != Overlap::kDispatch) continue;
+      const double ratio = a.moe_layer_ms / std::max(1e-9, b.moe_layer_ms);
+      std::printf("batch %d: microbatch / dispatch MoE layer time %.2f\n", a.batch, ratio);
+      if (ratio >= 1) from.clear();
+      else if (from.empty()) from = std::to_string(a.batch);
+    }
+  }
+  std::printf("crossover: %s\n",
+              from.empty() ? "micro-batching does not win at the largest batch measured"
+                           : ("micro-batching wins from batch " + from + " on").c_str());
+}
 
 Status RunMoe(const MoeFlags& f, CommandContext& ctx) {
   if (!comm::LaunchedByMpi())
@@ -28,6 +74,28 @@ Status RunMoe(const MoeFlags& f, CommandContext& ctx) {
   }
   ASSIGN_OR_RETURN(auto mpi,
                    comm::MpiWorld::Init(nullptr, nullptr, {.timeout_seconds = f.timeout}));
+  if (!f.overlap.empty()) {
+    std::vector<Overlap> modes;
+    for (const std::string& m : f.overlap)
+      modes.push_back(m == "none" ? Overlap::kNone
+                      : m == "dispatch" ? Overlap::kDispatch
+                                        : Overlap::kMicroBatch);
+    auto rows = RunOverlapBench(*mpi, {.model_dir = dir,
+                                       .batches = f.batches,
+                                       .modes = modes,
+                                       .repeats = f.repeats,
+                                       .kv_len = f.kv_len,
+                                       .ranks_per_node = f.ranks_per_node,
+                                       .threads = f.threads});
+    const int rank = mpi->world().rank();
+    if (!rows.ok()) {
+      if (rank == 0) std::fprintf(stderr, "epserve: error: %s\n", rows.status().message().c_str());
+      ctx.exit_code = 1;
+      return Status::Ok();
+    }
+    if (rank == 0) PrintOverlap(f, dir, mpi->world().size(), *rows);
+    return Status::Ok();
+  }
   auto rows = RunMoeLayerBench(*mpi, {.model_dir = dir,
                                       .batches = f.batches,
                                       .skewed_batch = f.skewed,
@@ -107,6 +175,15 @@ void AddBenchMoeLayerCommand(CLI::App* bench, CommandContext& ctx) {
                   "seconds a rank waits for its peers (any collective, start-up included) before "
                   "giving up")
       ->check(PositiveReal())
+      ->capture_default_str();
+  cmd->add_option("--overlap", f->overlap,
+                  "instead: decode passes (all layers, every rank --batches requests at --kv-len "
+                  "cached positions) under these overlap modes (comma-separated: none, dispatch, "
+                  "microbatch), alternating in one run; pass and per-MoE-layer time")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"none", "dispatch", "microbatch"}));
+  cmd->add_option("--kv-len", f->kv_len, "with --overlap: cached positions of every request")
+      ->check(IntRange(0, 1 << 20))
       ->capture_default_str();
   cmd->add_flag("--json", f->json, "print one JSON object instead of the table");
   cmd->callback([f, &ctx] {

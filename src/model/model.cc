@@ -222,15 +222,19 @@ Status Model::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logi
   }
   const Overlap whole = overlap_.mode == Overlap::kNone ? Overlap::kNone : Overlap::kDispatch;
   const int whole_layers = last_split_ ? first_moe : c.num_hidden_layers;
+  double moe_start = 0;
   for (int l = 0; l < whole_layers; ++l) {
+    if (l == first_moe) moe_start = NowSeconds();
     RETURN_IF_ERROR(RunLayer(l, kv, w, whole));
     CheckFinite(l, w);
   }
   ++forwards_;
   if (last_split_) {
     ++split_forwards_;
+    moe_start = NowSeconds();
     RETURN_IF_ERROR(RunMicroBatches(first_moe, kv));
   }
+  if (first_moe < c.num_hidden_layers) times_.moe_layers += NowSeconds() - moe_start;
   Head(batch, weights_.final_norm, weights_.lm_head, logits, keep_hidden_ ? &hidden_ : nullptr);
   return Status::Ok();
 }

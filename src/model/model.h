@@ -112,6 +112,9 @@ struct OverlapOptions {
 struct StepTimes {
   double attention = 0, gemm = 0, gate = 0, shared_expert = 0, routed_experts = 0, lm_head = 0,
          tp_comm = 0;
+  // Wall time from the first MoE layer to the end of the last layer of the main pass (the part
+  // the overlap modes schedule differently; the phases above overlap each other inside it).
+  double moe_layers = 0;
   // Each phase of this minus `earlier`, times `factor` (e.g. 1e3 / steps: ms per step of a span).
   StepTimes Delta(const StepTimes& earlier, double factor) const {
     return {.attention = (attention - earlier.attention) * factor,
@@ -120,7 +123,8 @@ struct StepTimes {
             .shared_expert = (shared_expert - earlier.shared_expert) * factor,
             .routed_experts = (routed_experts - earlier.routed_experts) * factor,
             .lm_head = (lm_head - earlier.lm_head) * factor,
-            .tp_comm = (tp_comm - earlier.tp_comm) * factor};
+            .tp_comm = (tp_comm - earlier.tp_comm) * factor,
+            .moe_layers = (moe_layers - earlier.moe_layers) * factor};
   }
 };
 
