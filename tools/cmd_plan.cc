@@ -126,6 +126,7 @@ struct LayerFlags {
   CommonFlags common;
   int ep = 128, tp = 1, dp = 0, machines = 0;
   bool ignore_memory = false;
+  std::string exchange = "published";
 };
 
 void PrintLayerTable(const LayerBreakdown& layer) {
@@ -150,6 +151,7 @@ void RunLayer(const LayerFlags& f, CommandContext& ctx) {
   }
   StatusOr<Deployment> d = MakeDeployment(l->model, f.ep, f.tp, gpm);
   if (!d.ok()) return ReportError(ctx, d.status().message());
+  d->exchange = f.exchange == "epserve" ? ExchangeFormat::kEpserve : ExchangeFormat::kPublished;
   if (f.machines > 0 && f.machines != d->num_machines) {
     return ReportError(ctx, d->ToString() + ": --machines " + std::to_string(f.machines) +
                                 " does not match (EP ranks fill machines of " +
@@ -531,6 +533,12 @@ void RegisterPlanCommand(CLI::App& app, CommandContext& ctx) {
       ->capture_default_str();
   layer->add_option("--tp", lf->tp, "GPUs per DP group")->check(AtLeast(1))->capture_default_str();
   layer->add_option("--dp", lf->dp, "DP groups (default EP / TP)")->check(AtLeast(1));
+  layer->add_option("--exchange", lf->exchange,
+                    "dispatch/combine rows: published (FP8 out, one BF16 row per token and rank "
+                    "back) or epserve (FP8 + expert slots out, one f32 row per token and expert "
+                    "back: what the CPU engine sends)")
+      ->check(CLI::IsMember({"published", "epserve"}))
+      ->capture_default_str();
   layer->add_option("--machines", lf->machines, "machines (default EP / GPUs per machine)")
       ->check(AtLeast(1));
   layer->add_option("--batch", lf->common.batch, "requests per DP group")

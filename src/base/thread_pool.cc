@@ -136,12 +136,13 @@ void ThreadPool::RunChunks(int t, uint64_t word) {
   // Own run first (contiguous, in order).
   const int own_begin = static_cast<int>(static_cast<int64_t>(chunks) * t / num_threads_);
   const int own_end = static_cast<int>(static_cast<int64_t>(chunks) * (t + 1) / num_threads_);
-  for (int c = own_begin; c < own_end; ++c) TryRun(c, t, word);
+  for (int c = own_begin; c < own_end; ++c)
+    if (TryRun(c, t, word) && t == 0 && hook_) hook_();
   // Then other threads' chunks from their ends backwards: the smallest first, while their
   // owners work forwards through the big ones.
   for (int i = 1; i < chunks; ++i) {
     const int c = (own_begin - i + chunks) % chunks;
-    if (c < own_begin || c >= own_end) TryRun(c, t, word);
+    if ((c < own_begin || c >= own_end) && TryRun(c, t, word) && t == 0 && hook_) hook_();
   }
 }
 
@@ -149,8 +150,17 @@ void ThreadPool::ParallelFor(size_t n, size_t grain,
                              const std::function<void(size_t, size_t, int)>& fn) {
   if (n == 0) return;
   grain = std::max<size_t>(1, grain);
-  if (num_threads_ == 1 || n <= grain) {
+  if (n <= grain || (num_threads_ == 1 && !hook_)) {
     fn(0, n, 0);
+    return;
+  }
+  if (num_threads_ == 1) {
+    for (int c = 0, chunks = NumChunks(n, grain, 1); c < chunks; ++c) {
+      size_t b, e;
+      ChunkOf(n, grain, 1, c, &b, &e);
+      if (b < e) fn(b, e, 0);
+      hook_();
+    }
     return;
   }
   const int chunks = NumChunks(n, grain, num_threads_);

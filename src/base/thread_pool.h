@@ -47,6 +47,13 @@ class ThreadPool {
   void ParallelFor(size_t n, size_t grain,
                    const std::function<void(size_t begin, size_t end, int thread_idx)>& fn);
 
+  // While set, the calling thread runs `hook` after each chunk it runs, and even a one-thread
+  // pool splits its loops into chunks: a long loop then gives the caller regular moments for
+  // other work, such as moving MPI transfers forward (MPI advances them only inside its calls,
+  // and only the caller may make them). Kernels split by output never change their results with
+  // the chunking. Set and cleared between loops, from the calling thread; nullptr clears.
+  void SetCallerHook(std::function<void()> hook) { hook_ = std::move(hook); }
+
   // Threads to use by default: hardware threads divided by ranks on this machine.
   static int DefaultThreads(int local_ranks = 1);
 
@@ -66,6 +73,7 @@ class ThreadPool {
   void RunChunks(int t, uint64_t word);
 
   int num_threads_;
+  std::function<void()> hook_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable start_cv_;

@@ -131,5 +131,31 @@ TEST(ThreadPoolTest, EveryChunkOnceUnderStress) {
   }
 }
 
+TEST(ThreadPoolTest, CallerHookRunsBetweenTheCallersChunks) {
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    const std::thread::id caller = std::this_thread::get_id();
+    int hooks = 0;
+    bool off_thread = false;
+    pool.SetCallerHook([&] {
+      ++hooks;
+      off_thread |= std::this_thread::get_id() != caller;
+    });
+    std::vector<std::atomic<int>> seen(1000);
+    int caller_chunks = 0;
+    pool.ParallelFor(seen.size(), 10, [&](size_t b, size_t e, int t) {
+      for (size_t i = b; i < e; ++i) seen[i]++;
+      if (t == 0) ++caller_chunks;
+    });
+    for (auto& v : seen) ASSERT_EQ(v.load(), 1);
+    EXPECT_FALSE(off_thread);
+    EXPECT_EQ(hooks, caller_chunks) << threads;
+    EXPECT_GE(hooks, threads == 1 ? ThreadPool::kChunksPerThread : 1) << threads;
+    pool.SetCallerHook(nullptr);
+    pool.ParallelFor(seen.size(), 10, [&](size_t, size_t, int) {});
+    EXPECT_EQ(hooks, caller_chunks);
+  }
+}
+
 }  // namespace
 }  // namespace epserve

@@ -44,6 +44,8 @@ class ExpertBackend {
   virtual Status Compute(int slot) = 0;
   virtual Status Finish(int slot, float* out) = 0;
   virtual Status Progress() { return Status::Ok(); }
+  // Whether exchanges travel between processes (Progress then has work to do).
+  virtual bool HasTransfers() const { return false; }
   // The largest of `value` over every rank that shares the experts (a collective under expert
   // parallelism; the value itself in one process). Lets all ranks make the same per-step choice.
   virtual StatusOr<int64_t> AgreeMax(int64_t value) { return value; }

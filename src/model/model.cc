@@ -206,6 +206,14 @@ Status Model::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logi
                                    std::to_string(kv.row_width) + " does not fit the model");
   RETURN_IF_ERROR(Prepare(batch, kv, weights_.embed));
   Workspace& w = *ws_;
+  // Exchanges in flight move forward between the chunks of every loop, not only between stages
+  // (docs/expert-parallelism.md, "Overlap": without it a transfer waits out a whole stage).
+  struct HookGuard {
+    ThreadPool& pool;
+    ~HookGuard() { pool.SetCallerHook(nullptr); }
+  } guard{pool_};
+  if (experts_->HasTransfers() && overlap_.mode != Overlap::kNone)
+    pool_.SetCallerHook([this] { (void)experts_->Progress(); });
   non_finite_.clear();
   chunk_non_finite_.assign(batch.chunks.size(), 0);
   CheckFinite(-1, w);

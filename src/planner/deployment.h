@@ -20,12 +20,20 @@ const char* OverlapModeName(OverlapMode mode);
 // Accepts none|no-overlap, dispatch|dispatch-overlap, microbatch|micro-batch.
 StatusOr<OverlapMode> ParseOverlapMode(const std::string& text);
 
+// What the dispatch/combine rows carry (SPEC §4).
+enum class ExchangeFormat {
+  kPublished,  // the write-up's: FP8 rows out, one BF16 row per (token, rank) back, pre-summed
+  kEpserve,    // epserve's: FP8 rows + top_k (expert id, weight) slots out, one f32 row per
+               // (token, expert) pair back, so rounding is independent of the placement
+};
+
 struct Deployment {
   int num_machines = 1;
   int gpus_per_machine = 8;  // ranks per machine (one rank per GPU)
   int ep = 8;                // EP ranks = every GPU of the deployment
   int dp = 8;                // independent engine instances (DP groups)
   int tp = 1;                // GPUs per DP group (attention heads split over them)
+  ExchangeFormat exchange = ExchangeFormat::kPublished;
 
   int RanksPerMachine() const { return ep < gpus_per_machine ? ep : gpus_per_machine; }
   // EP = DP x TP, EP divides the routed experts, a DP group stays inside one machine, the ranks

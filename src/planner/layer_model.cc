@@ -117,9 +117,14 @@ class PassBuilder {
     pass_.destinations_per_token = routing.destinations_per_token;
 
     // Dispatch sends FP8 rows with one fp32 scale per 128 values; combine returns BF16 rows,
-    // one per (token, rank) as the sender pre-sums its local experts (SPEC §4).
-    const double dispatch_row = h + std::ceil(h / 128) * 4;
-    const double combine_row = h * 2;
+    // one per (token, rank) as the sender pre-sums its local experts (SPEC §4). epserve's rows
+    // also carry top_k (id, weight) slots, and come back as one f32 row per (token, expert):
+    // top_k / destinations_per_token of them per row sent.
+    const bool ours = d_.exchange == ExchangeFormat::kEpserve;
+    const double dispatch_row = h + std::ceil(h / 128) * 4 + (ours ? 8.0 * m_.num_experts_per_tok : 0);
+    const double combine_row =
+        ours ? h * 4.0 * m_.num_experts_per_tok / std::max(1.0, routing.destinations_per_token)
+             : h * 2;
     pass_.dispatch = CommCost(*ctx_.hw, ctx_.eff->dispatch,
                               {.nvlink = routing.nvlink_rows * dispatch_row,
                                .infiniband = routing.infiniband_rows * dispatch_row});

@@ -41,6 +41,7 @@ class EpExperts : public ExpertBackend {
   Status Compute(int slot) override;
   Status Finish(int slot, float* out) override;
   Status Progress() override;
+  bool HasTransfers() const override { return true; }
   // An AllReduceMax over the dispatcher's communicator.
   StatusOr<int64_t> AgreeMax(int64_t value) override;
 
