@@ -56,13 +56,15 @@ void PrintOverlap(const MoeFlags& f, const std::string& dir, int ranks,
       if (b.batch != a.batch || b.mode != Overlap::kDispatch) continue;
       const double ratio = a.moe_layer_ms / std::max(1e-9, b.moe_layer_ms);
       std::printf("batch %d: microbatch / dispatch MoE layer time %.2f\n", a.batch, ratio);
-      if (ratio >= 1) from.clear();
-      else if (from.empty()) from = std::to_string(a.batch);
+      if (ratio >= 1)
+        from.clear();
+      else if (from.empty())
+        from = std::to_string(a.batch);
     }
   }
-  std::printf("crossover: %s\n",
-              from.empty() ? "micro-batching does not win at the largest batch measured"
-                           : ("micro-batching wins from batch " + from + " on").c_str());
+  std::printf("crossover: %s\n", from.empty()
+                                     ? "micro-batching does not win at the largest batch measured"
+                                     : ("micro-batching wins from batch " + from + " on").c_str());
 }
 
 Status RunMoe(const MoeFlags& f, CommandContext& ctx) {
@@ -77,7 +79,7 @@ Status RunMoe(const MoeFlags& f, CommandContext& ctx) {
   if (!f.overlap.empty()) {
     std::vector<Overlap> modes;
     for (const std::string& m : f.overlap)
-      modes.push_back(m == "none" ? Overlap::kNone
+      modes.push_back(m == "none"       ? Overlap::kNone
                       : m == "dispatch" ? Overlap::kDispatch
                                         : Overlap::kMicroBatch);
     auto rows = RunOverlapBench(*mpi, {.model_dir = dir,

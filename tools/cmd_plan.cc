@@ -533,10 +533,11 @@ void RegisterPlanCommand(CLI::App& app, CommandContext& ctx) {
       ->capture_default_str();
   layer->add_option("--tp", lf->tp, "GPUs per DP group")->check(AtLeast(1))->capture_default_str();
   layer->add_option("--dp", lf->dp, "DP groups (default EP / TP)")->check(AtLeast(1));
-  layer->add_option("--exchange", lf->exchange,
-                    "dispatch/combine rows: published (FP8 out, one BF16 row per token and rank "
-                    "back) or epserve (FP8 + expert slots out, one f32 row per token and expert "
-                    "back: what the CPU engine sends)")
+  layer
+      ->add_option("--exchange", lf->exchange,
+                   "dispatch/combine rows: published (FP8 out, one BF16 row per token and rank "
+                   "back) or epserve (FP8 + expert slots out, one f32 row per token and expert "
+                   "back: what the CPU engine sends)")
       ->check(CLI::IsMember({"published", "epserve"}))
       ->capture_default_str();
   layer->add_option("--machines", lf->machines, "machines (default EP / GPUs per machine)")

@@ -121,7 +121,8 @@ class PassBuilder {
     // also carry top_k (id, weight) slots, and come back as one f32 row per (token, expert):
     // top_k / destinations_per_token of them per row sent.
     const bool ours = d_.exchange == ExchangeFormat::kEpserve;
-    const double dispatch_row = h + std::ceil(h / 128) * 4 + (ours ? 8.0 * m_.num_experts_per_tok : 0);
+    const double dispatch_row =
+        h + std::ceil(h / 128) * 4 + (ours ? 8.0 * m_.num_experts_per_tok : 0);
     const double combine_row =
         ours ? h * 4.0 * m_.num_experts_per_tok / std::max(1.0, routing.destinations_per_token)
              : h * 2;

@@ -28,8 +28,8 @@ struct OverlapBenchOptions {
 struct OverlapBenchRow {
   int batch = 0;
   Overlap mode = Overlap::kDispatch;
-  double pass_ms = 0;             // one decode pass (all layers and the head)
-  double moe_layer_ms = 0;        // the MoE layers' wall time per MoE layer
+  double pass_ms = 0;                 // one decode pass (all layers and the head)
+  double moe_layer_ms = 0;            // the MoE layers' wall time per MoE layer
   double remote_bytes_per_layer = 0;  // dispatch + combine bytes across machines, all ranks
 };
 
