@@ -74,14 +74,22 @@ Status RunMoe(const MoeFlags& f, CommandContext& ctx) {
   if (dir.empty()) {
     ASSIGN_OR_RETURN(dir, EnsureDefaultModel());
   }
+  std::vector<Overlap> modes;
+  for (const std::string& m : f.overlap) {
+    ASSIGN_OR_RETURN(const Overlap mode, ParseOverlap(m));
+    modes.push_back(mode);
+  }
   ASSIGN_OR_RETURN(auto mpi,
                    comm::MpiWorld::Init(nullptr, nullptr, {.timeout_seconds = f.timeout}));
-  if (!f.overlap.empty()) {
-    std::vector<Overlap> modes;
-    for (const std::string& m : f.overlap)
-      modes.push_back(m == "none"       ? Overlap::kNone
-                      : m == "dispatch" ? Overlap::kDispatch
-                                        : Overlap::kMicroBatch);
+  const int rank = mpi->world().rank();
+  // Every rank finds a failure alike; rank 0 prints it once.
+  auto failed = [&](const Status& st) {
+    if (st.ok()) return false;
+    if (rank == 0) std::fprintf(stderr, "epserve: error: %s\n", st.message().c_str());
+    ctx.exit_code = 1;
+    return true;
+  };
+  if (!modes.empty()) {
     auto rows = RunOverlapBench(*mpi, {.model_dir = dir,
                                        .batches = f.batches,
                                        .modes = modes,
@@ -89,13 +97,7 @@ Status RunMoe(const MoeFlags& f, CommandContext& ctx) {
                                        .kv_len = f.kv_len,
                                        .ranks_per_node = f.ranks_per_node,
                                        .threads = f.threads});
-    const int rank = mpi->world().rank();
-    if (!rows.ok()) {
-      if (rank == 0) std::fprintf(stderr, "epserve: error: %s\n", rows.status().message().c_str());
-      ctx.exit_code = 1;
-      return Status::Ok();
-    }
-    if (rank == 0) PrintOverlap(f, dir, mpi->world().size(), *rows);
+    if (!failed(rows.status()) && rank == 0) PrintOverlap(f, dir, mpi->world().size(), *rows);
     return Status::Ok();
   }
   auto rows = RunMoeLayerBench(*mpi, {.model_dir = dir,
@@ -104,12 +106,7 @@ Status RunMoe(const MoeFlags& f, CommandContext& ctx) {
                                       .repeats = f.repeats,
                                       .ranks_per_node = f.ranks_per_node,
                                       .threads = f.threads});
-  const int rank = mpi->world().rank();
-  if (!rows.ok()) {
-    if (rank == 0) std::fprintf(stderr, "epserve: error: %s\n", rows.status().message().c_str());
-    ctx.exit_code = 1;
-    return Status::Ok();
-  }
+  if (failed(rows.status())) return Status::Ok();
   if (rank != 0) return Status::Ok();
   const int n = mpi->world().size();
   if (f.json) {

@@ -39,10 +39,10 @@ StatusOr<OverlapOptions> OverlapFlags::Options(const std::string& model_dir, int
   if (!is_auto && (microbatch_from > 0 || !planner_hardware.empty()))
     return Status::InvalidArgument(
         "--microbatch-from and --planner-hardware go with --overlap auto");
-  if (mode == "none") return OverlapOptions{.mode = Overlap::kNone};
-  if (mode == "dispatch") return OverlapOptions{.mode = Overlap::kDispatch};
-  if (mode == "microbatch") return OverlapOptions{.mode = Overlap::kMicroBatch};
-  if (!is_auto) return Status::InvalidArgument("--overlap " + mode + ": unknown mode");
+  if (!is_auto) {
+    ASSIGN_OR_RETURN(const Overlap fixed, ParseOverlap(mode));
+    return OverlapOptions{.mode = fixed};
+  }
   if (microbatch_from > 0 && !planner_hardware.empty())
     return Status::InvalidArgument(
         "--overlap auto takes --microbatch-from or --planner-hardware, "

@@ -100,6 +100,7 @@ class Dispatcher {
 
   int64_t dispatch_row_bytes() const { return row_bytes_; }
   int rank() const { return comm_.rank(); }
+  Communicator& communicator() const { return comm_; }
 
  private:
   void CountTraffic(const std::vector<int64_t>& rows, const std::vector<int64_t>& bytes,

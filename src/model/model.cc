@@ -43,7 +43,10 @@ Model::Model(const ModelConfig& config, const ModelWeights& weights, ThreadPool&
       experts_(local_experts_.get()),
       rope_(config),
       ws_(std::make_unique<Workspace>()),
-      half_{std::make_unique<Workspace>(), std::make_unique<Workspace>()} {}
+      half_{std::make_unique<Workspace>(), std::make_unique<Workspace>()} {
+  for (first_moe_ = 0; first_moe_ < config.num_hidden_layers; ++first_moe_)
+    if (weights.Layer(first_moe_).moe) break;
+}
 
 Model::~Model() = default;
 
@@ -57,6 +60,13 @@ const char* OverlapName(Overlap mode) {
       return "microbatch";
   }
   return "?";
+}
+
+StatusOr<Overlap> ParseOverlap(const std::string& name) {
+  for (Overlap mode : {Overlap::kNone, Overlap::kDispatch, Overlap::kMicroBatch})
+    if (name == OverlapName(mode)) return mode;
+  return Status::InvalidArgument("overlap mode \"" + name +
+                                 "\" (want none, dispatch or microbatch)");
 }
 
 namespace {
@@ -217,22 +227,19 @@ Status Model::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logi
   non_finite_.clear();
   chunk_non_finite_.assign(batch.chunks.size(), 0);
   CheckFinite(-1, w);
-  int first_moe = c.num_hidden_layers;
-  for (int l = 0; l < c.num_hidden_layers && first_moe == c.num_hidden_layers; ++l)
-    if (weights_.Layer(l).moe) first_moe = l;
   last_split_ = false;
-  if (overlap_.mode == Overlap::kMicroBatch && first_moe < c.num_hidden_layers) {
+  if (overlap_.mode == Overlap::kMicroBatch && first_moe_ < c.num_hidden_layers) {
     last_split_ = true;
     if (overlap_.min_tokens > 1) {
       ASSIGN_OR_RETURN(const int64_t most, experts_->AgreeMax(w.T));
       last_split_ = most >= overlap_.min_tokens;
     }
   }
-  const Overlap whole = overlap_.mode == Overlap::kNone ? Overlap::kNone : Overlap::kDispatch;
-  const int whole_layers = last_split_ ? first_moe : c.num_hidden_layers;
+  const Overlap whole = WholeBatchOverlap();
+  const int whole_layers = last_split_ ? first_moe_ : c.num_hidden_layers;
   double moe_start = 0;
   for (int l = 0; l < whole_layers; ++l) {
-    if (l == first_moe) moe_start = NowSeconds();
+    if (l == first_moe_) moe_start = NowSeconds();
     RETURN_IF_ERROR(RunLayer(l, kv, w, whole));
     CheckFinite(l, w);
   }
@@ -240,9 +247,9 @@ Status Model::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logi
   if (last_split_) {
     ++split_forwards_;
     moe_start = NowSeconds();
-    RETURN_IF_ERROR(RunMicroBatches(first_moe, kv));
+    RETURN_IF_ERROR(RunMicroBatches(first_moe_, kv));
   }
-  if (first_moe < c.num_hidden_layers) times_.moe_layers += NowSeconds() - moe_start;
+  if (first_moe_ < c.num_hidden_layers) times_.moe_layers += NowSeconds() - moe_start;
   Head(batch, weights_.final_norm, weights_.lm_head, logits, keep_hidden_ ? &hidden_ : nullptr);
   return Status::Ok();
 }
@@ -328,8 +335,7 @@ Status Model::ForwardMtp(const ForwardBatch& batch, std::span<const int64_t> hid
       {.x = w.mtp_in.data(), .num_rows = w.T, .w = m.eh_proj, .y = w.x.data(), .compute = compute_},
       pool_);
   times_.gemm += NowSeconds() - t0;
-  RETURN_IF_ERROR(
-      RunLayer(L, kv, w, overlap_.mode == Overlap::kNone ? Overlap::kNone : Overlap::kDispatch));
+  RETURN_IF_ERROR(RunLayer(L, kv, w, WholeBatchOverlap()));
   Head(batch, m.head_norm, m.head, logits, /*hidden=*/nullptr);  // hidden_ stays the main pass's
   return Status::Ok();
 }

@@ -97,7 +97,8 @@ enum class Overlap : uint8_t {
   kDispatch,    // the shared expert runs while the dispatch travels
   kMicroBatch,  // two half batches 3 stages apart through the 5-stage layer (below)
 };
-const char* OverlapName(Overlap mode);
+const char* OverlapName(Overlap mode);                    // "none" | "dispatch" | "microbatch"
+StatusOr<Overlap> ParseOverlap(const std::string& name);  // the error names the value
 
 struct OverlapOptions {
   Overlap mode = Overlap::kDispatch;
@@ -202,6 +203,10 @@ class Model {
   // Stage 1..5 of layer l over w (see the micro-batching comment above); MoE stages use expert
   // slot `slot`. Dense layers do their MLP in stage 2 and nothing in 3 and 4.
   Status RunStage(int stage, int layer, const KvBlocks& kv, Workspace& w, int slot);
+  // How the whole batch runs its MoE layers: kNone stays kNone, the others overlap dispatch.
+  Overlap WholeBatchOverlap() const {
+    return overlap_.mode == Overlap::kNone ? Overlap::kNone : Overlap::kDispatch;
+  }
   // Layers [first, num_hidden_layers) as two micro-batches of ws_.
   Status RunMicroBatches(int first, const KvBlocks& kv);
   Status AttentionIn(int layer, const KvBlocks& cache, Workspace& w);   // stage 1
@@ -224,6 +229,7 @@ class Model {
   TensorParallel tp_;
   kernels::Compute compute_ = kernels::Compute::kExact;
   OverlapOptions overlap_;
+  int first_moe_;  // the first MoE layer of the main model; num_hidden_layers if none
   bool last_split_ = false;
   int64_t split_forwards_ = 0, forwards_ = 0;
   std::unique_ptr<Workspace> ws_;       // the whole batch

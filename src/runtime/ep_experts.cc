@@ -9,11 +9,10 @@
 
 namespace epserve {
 
-EpExperts::EpExperts(comm::Dispatcher& dispatcher, comm::Communicator& comm,
-                     const placement::Placement& placement, const placement::Router& router,
-                     const ModelWeights& weights, ThreadPool& pool, int num_layers, int num_experts)
+EpExperts::EpExperts(comm::Dispatcher& dispatcher, const placement::Placement& placement,
+                     const placement::Router& router, const ModelWeights& weights, ThreadPool& pool,
+                     int num_layers, int num_experts)
     : dispatcher_(dispatcher),
-      comm_(comm),
       placement_(placement),
       router_(router),
       weights_(weights),
@@ -125,7 +124,7 @@ Status EpExperts::Progress() {
 }
 
 StatusOr<int64_t> EpExperts::AgreeMax(int64_t value) {
-  RETURN_IF_ERROR(comm_.AllReduceMax(&value, 1));
+  RETURN_IF_ERROR(dispatcher_.communicator().AllReduceMax(&value, 1));
   return value;
 }
 

@@ -33,9 +33,9 @@ struct EpTimes {
 class EpExperts : public ExpertBackend {
  public:
   // All references must outlive this object. Layers not in the placement are errors.
-  EpExperts(comm::Dispatcher& dispatcher, comm::Communicator& comm,
-            const placement::Placement& placement, const placement::Router& router,
-            const ModelWeights& weights, ThreadPool& pool, int num_layers, int num_experts);
+  EpExperts(comm::Dispatcher& dispatcher, const placement::Placement& placement,
+            const placement::Router& router, const ModelWeights& weights, ThreadPool& pool,
+            int num_layers, int num_experts);
 
   Status Start(int slot, const RoutedBatch& batch) override;
   Status Compute(int slot) override;
@@ -50,7 +50,6 @@ class EpExperts : public ExpertBackend {
 
  private:
   comm::Dispatcher& dispatcher_;
-  comm::Communicator& comm_;  // the dispatcher's
   const placement::Placement& placement_;
   const placement::Router& router_;
   const ModelWeights& weights_;

@@ -160,7 +160,7 @@ EpError BuildEpReplica(comm::MpiWorld& mpi, const EpReplicaOptions& o,
       comm::DispatchOptions{
           .hidden = config.hidden_size, .top_k = config.num_experts_per_tok, .mode = o.a2a});
   r->experts =
-      std::make_unique<EpExperts>(*r->dispatcher, world, *r->plan, *r->router, *r->loaded->weights,
+      std::make_unique<EpExperts>(*r->dispatcher, *r->plan, *r->router, *r->loaded->weights,
                                   *r->pool, layers, config.n_routed_experts);
   r->model = std::make_unique<Model>(r->loaded->config, *r->loaded->weights, *r->pool);
   r->model->SetExperts(r->experts.get());
