@@ -4,8 +4,7 @@
 # --rate (tests/ep/netns_lib.sh); `epserve bench moe-layer --overlap none,dispatch,microbatch`
 # times decode passes of the bench model across them, and `epserve plan layer` predicts the same
 # MoE layer for the same deployment (EP2, one rank per machine), link speed and this machine's
-# calibrated kernels (`bench kernels` -> `plan import-bench` -> `plan calibrate`, as
-# scripts/cpu_prediction.sh does). Prints both per batch and overlap mode, and both crossovers.
+# calibrated kernels (scripts/calibrate_cpu.sh). Prints both per batch and overlap mode, and both crossovers.
 #
 # Usage: scripts/overlap_bench.sh [--epserve BIN] [--out DIR] [--model DIR] [--rate 200mbit]
 #          [--latency-us 60] [--batches 1,2,4,8,16,32,64] [--repeats 5] [--kv-len 256]
@@ -37,7 +36,7 @@ while [[ $# -gt 0 ]]; do
     --repeats) repeats=$2; shift 2 ;;
     --kv-len) kv_len=$2; shift 2 ;;
     --skip-calibration) skip_cal=1; shift ;;
-    *) sed -n 10,18p "$0" >&2; exit 2 ;;
+    *) sed -n 9,16p "$0" >&2; exit 2 ;;
   esac
 done
 [[ -x $bin ]] || { echo "error: no epserve binary at $bin (build first, or pass --epserve)" >&2; exit 1; }
@@ -50,12 +49,7 @@ fi
 
 if [[ $skip_cal == 0 ]]; then
   echo "== calibrate this machine's kernels" >&2
-  "$bin" bench kernels --json >"$out/kernels.json"
-  "$bin" bench kernels --json --decode-mib 1 >"$out/kernels-small.json"
-  "$bin" plan import-bench --kernels "$out/kernels.json" --kernels "$out/kernels-small.json" \
-    --csv "$out/measured.csv" --hardware-out "$out/cpu.json" 2>/dev/null
-  "$bin" plan calibrate --hardware "$out/cpu.json" --gpu cpu --measured "$out/measured.csv" \
-    --out "$out/cpu-efficiency.json" >/dev/null
+  "$root/scripts/calibrate_cpu.sh" "$bin" "$out"
 fi
 
 echo "== measure over two namespaces, links shaped to $rate" >&2

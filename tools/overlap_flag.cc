@@ -1,11 +1,9 @@
 #include "tools/overlap_flag.h"
 
 #include "planner/crossover.h"
-#include "planner/data_dir.h"
-#include "planner/efficiency.h"
-#include "planner/hardware.h"
 #include "planner/model_spec.h"
 #include "planner/routing.h"
+#include "tools/cpu_planner.h"
 #include "tools/flag_checks.h"
 
 namespace epserve::tools {
@@ -54,18 +52,13 @@ StatusOr<OverlapOptions> OverlapFlags::Options(const std::string& model_dir, int
         "--overlap auto needs --microbatch-from N or --planner-hardware FILE (a catalog from "
         "`epserve plan import-bench`; docs/planner.md, \"The CPU engine\")");
   using namespace planner;
-  ASSIGN_OR_RETURN(HardwareCatalog catalog, HardwareCatalog::LoadFile(planner_hardware));
-  StatusOr<HardwareSpec> hw = catalog.Find("cpu");
-  if (!hw.ok() && catalog.specs().size() == 1) hw = catalog.specs()[0];
-  if (!hw.ok())
-    return Status::InvalidArgument("--planner-hardware " + planner_hardware +
-                                   ": no entry \"cpu\" and more than one entry");
+  ASSIGN_OR_RETURN(HardwareSpec hw, LoadCpuHardware(planner_hardware, "--planner-hardware"));
   ASSIGN_OR_RETURN(ModelSpec model, LoadModelConfig(model_dir + "/config.json"));
-  ASSIGN_OR_RETURN(EfficiencyFactors eff, LoadEfficiencyFile(DefaultEfficiencyPath()));
-  hw->gpus_per_machine = ranks_per_machine;
+  ASSIGN_OR_RETURN(EfficiencyFactors eff, LoadPlannerEfficiency(""));
+  hw.gpus_per_machine = ranks_per_machine;
   ASSIGN_OR_RETURN(Deployment d, MakeDeployment(model, ep, tp, ranks_per_machine));
   ASSIGN_OR_RETURN(RoutingModel routing, RoutingModel::Uniform(model, ep, d.RanksPerMachine()));
-  const PlanContext ctx{.hw = &*hw, .model = &model, .eff = &eff, .routing = &routing};
+  const PlanContext ctx{.hw = &hw, .model = &model, .eff = &eff, .routing = &routing};
   // The CPU engine's latent cache is f32; 1000 cached tokens stand for a typical request.
   const Workload w{.kv_len = 1000, .query_len = query_len, .kv_element_bytes = 4};
   constexpr int kMaxBatch = 1024;
@@ -73,7 +66,7 @@ StatusOr<OverlapOptions> OverlapFlags::Options(const std::string& model_dir, int
   const int64_t from =
       x.batch > 0 ? int64_t{x.batch} * query_len : int64_t{kMaxBatch + 1} * query_len;
   if (note != nullptr)
-    *note = "overlap auto: " + hw->name + ", " + d.ToString() + ": micro-batching from " +
+    *note = "overlap auto: " + hw.name + ", " + d.ToString() + ": micro-batching from " +
             std::to_string(from) + " tokens per DP group and step" +
             (x.batch > 0 ? " (the planner's crossover)"
                          : " (the planner finds no crossover up to 1024 requests)");

@@ -91,6 +91,7 @@ StatusOr<GenerateResult> RunRequests(Engine& engine, const std::vector<GenerateR
       }
     }
     ++res.steps;
+    if (!prefill) ++res.decode_steps;
     if (!leader) {
       // A follower replays the leader's plan on its own replica of the cache; blocks are
       // assigned by the leader, so its pool needs no bookkeeping.

@@ -59,6 +59,7 @@ struct GenerateResult {
   // Steps that computed prompt tokens count as prefill time, the others as decode time.
   int64_t prefill_tokens = 0, decode_tokens = 0;
   double prefill_seconds = 0, decode_seconds = 0;
+  int decode_steps = 0;  // steps counted as decode time
   EngineStats stats;
 };
 
