@@ -175,7 +175,7 @@ HWY_INLINE void BlockedRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end)
 // and the streaming kernel runs over it for each block of x rows (8, or 4 for FP8), which
 // stays in L1 while the panel's rows stream past it (x copied to aligned storage once).
 constexpr int64_t kMidMaxK = 4096;
-constexpr int64_t kMidMaxXFloats = 32 * 1024;    // 128 KB
+constexpr int64_t kMidMaxXFloats = 32 * 1024;   // 128 KB
 constexpr int64_t kMidPanelFloats = 64 * 1024;  // 256 KB
 
 HWY_INLINE bool UseMidRows(const MatMulArgs& a) {
@@ -209,8 +209,10 @@ HWY_NOINLINE void MidRows(const MatMulArgs& args, int64_t n_begin, int64_t n_end
     // bit for bit.
     for (int64_t r = 0; r < rows; ++r) ConvertSpanUnscaled<kDType>(df, a.w, n0 + r, K, w + r * K);
     const RawRows raw{.data = w, .row0 = n0};
-    // FP8 runs x in blocks whose folded totals fit in registers; the others in blocks of 8.
-    constexpr int64_t kRowBlock = kFoldScale<kDType> ? kFoldInRegistersMaxRows : kDecodeMaxRows;
+    // FP8 runs x in blocks of 4 rows (their folded totals in registers with 32 vector
+    // registers, in L1 with 16: 4 x 2 accumulator chains instead of 2 x 2 hide the FMA
+    // latency better, 15-20% faster on AVX2 at M = 12..32), the others in blocks of 8.
+    constexpr int64_t kRowBlock = kFoldScale<kDType> ? 4 : kDecodeMaxRows;
     for (int64_t m0 = 0; m0 < M; m0 += kRowBlock) {
       c.x = a.x + m0 * a.x_stride;
       c.y = a.y + m0 * a.y_stride;
@@ -235,7 +237,8 @@ HWY_INLINE void GemmRowsT(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
 }
 
 HWY_INLINE void GemmRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
-  if (a.compute == Compute::kFast && FastMatMulAvailable()) return FastMatMulRows(a, n_begin, n_end);
+  if (a.compute == Compute::kFast && FastMatMulAvailable())
+    return FastMatMulRows(a, n_begin, n_end);
   switch (a.w.dtype) {
     case DType::kF32:
       return GemmRowsT<DType::kF32>(a, n_begin, n_end);
