@@ -1,8 +1,12 @@
 // `epserve bench mtp`: MTP speculative decoding against plain decoding in one run
 // (runtime/mtp_bench.h), and with --planner-hardware the planner's prediction for the same model,
-// batch, cache length and measured acceptance beside it (docs/benchmarks.md, "bench mtp").
+// batch, cache length and measured acceptance beside it (docs/serving-engine.md, "Speed:
+// epserve bench mtp").
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "planner/model_spec.h"
 #include "planner/routing.h"

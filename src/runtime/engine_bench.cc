@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "base/percentile.h"
 #include "base/timer.h"
 
 namespace epserve {
@@ -38,14 +39,6 @@ std::vector<Offered> MakeLoad(const EngineBenchOptions& o, int vocab) {
     r.max_tokens = uniform(o.output_min, o.output_max);
   }
   return load;
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double idx = p * (v.size() - 1);
-  const size_t lo = static_cast<size_t>(idx), hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (idx - lo);
 }
 
 struct Timeline {

@@ -3,17 +3,12 @@
 #include <algorithm>
 #include <random>
 
+#include "base/percentile.h"
 #include "runtime/generator.h"
 
 namespace epserve {
 
 namespace {
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : (n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
-}
 
 std::vector<GenerateRequest> MakeRequests(const MtpBenchOptions& o, int batch, int vocab) {
   std::mt19937_64 rng(o.seed);
@@ -86,10 +81,10 @@ StatusOr<std::vector<MtpBenchRow>> RunMtpBench(Model& model, const MtpBenchOptio
         }
       }
     }
-    row.off_tokens_per_s = Median(off_tps);
-    row.on_tokens_per_s = Median(on_tps);
-    row.off_step_ms = Median(off_step);
-    row.on_step_ms = Median(on_step);
+    row.off_tokens_per_s = Percentile(off_tps, 0.5);
+    row.on_tokens_per_s = Percentile(on_tps, 0.5);
+    row.off_step_ms = Percentile(off_step, 0.5);
+    row.on_step_ms = Percentile(on_step, 0.5);
     row.speedup = row.off_tokens_per_s > 0 ? row.on_tokens_per_s / row.off_tokens_per_s : 0;
     row.acceptance = row.draft_tokens > 0
                          ? static_cast<double>(row.accepted_draft_tokens) / row.draft_tokens

@@ -41,7 +41,7 @@ struct MtpBenchRow {
   bool identical = false;      // every run's tokens equal the first MTP-off run's
 };
 
-// REQUIRES: the model has an MTP module (CheckMtp).
+// Fails with CheckMtp's error when the model has no MTP module.
 StatusOr<std::vector<MtpBenchRow>> RunMtpBench(Model& model, const MtpBenchOptions& options);
 
 }  // namespace epserve
