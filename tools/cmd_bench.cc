@@ -68,6 +68,7 @@ Status RunDecode(const DecodeFlags& f) {
     j["threads"] = pool.num_threads();
     j["compute"] = f.compute;
     j["fast_kernel_available"] = kernels::FastMatMulAvailable();
+    j["fast_kernel"] = kernels::FastKernelName(kernels::FastMatMulKernel());
     j["read_bandwidth_gbps"] = bw.read_gbps;
     j["triad_bandwidth_gbps"] = bw.triad_gbps;
     j["peak_gemm_gflops"] = peak_gflops;
@@ -105,9 +106,13 @@ Status RunDecode(const DecodeFlags& f) {
     std::printf("%s\n", j.dump(2).c_str());
     return Status::Ok();
   }
-  std::printf(
-      "model: %s, threads: %d, compute: %s%s\n", dir.c_str(), pool.num_threads(), f.compute.c_str(),
-      f.compute == "fast" && !kernels::FastMatMulAvailable() ? " (no AMX here: runs exact)" : "");
+  const std::string kernel =
+      f.compute != "fast" ? ""
+      : kernels::FastMatMulAvailable()
+          ? std::string(" (") + kernels::FastKernelName(kernels::FastMatMulKernel()) + " kernel)"
+          : " (no AMX or AVX512-BF16 here: runs exact)";
+  std::printf("model: %s, threads: %d, compute: %s%s\n", dir.c_str(), pool.num_threads(),
+              f.compute.c_str(), kernel.c_str());
   std::printf("measured bandwidth: streaming read %.2f GB/s, STREAM triad %.2f GB/s\n",
               bw.read_gbps, bw.triad_gbps);
   std::printf("(mean over %d steps; 'median' = the median step by time, its own bytes / time)\n",

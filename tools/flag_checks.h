@@ -7,7 +7,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -84,7 +83,8 @@ inline CLI::Option* AddComputeFlag(CLI::App* cmd, std::string* value) {
       ->add_option("--compute", *value,
                    "exact: f32 products of the exact weights (what the reference tests check at "
                    "1e-3); fast: activations and weights rounded to bfloat16 and multiplied on the "
-                   "CPU's AMX tile unit, f32 sums (runs exact where the CPU has no AMX)")
+                   "CPU's BF16 instructions (AMX tiles, else AVX512-BF16 dot products), f32 sums "
+                   "(runs exact where the CPU has neither)")
       ->check(CLI::IsMember({"exact", "fast"}))
       ->capture_default_str();
 }

@@ -1,5 +1,6 @@
-// AMX BF16 kernel of MatMul's fast path (see matmul_fast.h). x86-64 only; elsewhere
-// FastMatMulAvailable() is false and MatMul runs the exact kernels.
+// AMX BF16 kernel of MatMul's fast path (see matmul_fast.h), and the choice between it and the
+// AVX512-BF16 kernel (matmul_dot.cc). x86-64 only; elsewhere FastMatMulAvailable() is false
+// and MatMul runs the exact kernels.
 //
 // The target-specific code is compiled for AVX-512 + AMX by a GCC target pragma around this
 // file's own functions only (nothing inline from other headers is defined inside it), and is
@@ -56,14 +57,7 @@ bool RequestTilePermission() {
 
 }  // namespace
 
-bool FastMatMulAvailable() {
-  static const bool available = [] {
-    const char* off = std::getenv("EPSERVE_NO_AMX");
-    if (off != nullptr && *off != '\0' && std::strcmp(off, "0") != 0) return false;
-    return CpuAndOsHaveAmx() && RequestTilePermission();
-  }();
-  return available;
-}
+bool AmxMatMulSupported() { return CpuAndOsHaveAmx() && RequestTilePermission(); }
 
 namespace {
 
@@ -98,11 +92,7 @@ struct alignas(64) TileConfig {
 // (GCC bug 105593).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
-// 32 floats (lo: the first 16) -> 32 bf16, round to nearest even.
-inline __m512i PackBf16(__m512 lo, __m512 hi) {
-  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
-}
+#include "kernels/fp8_bf16_avx512-inl.h"
 
 // 32 elements (BF16 or F32) of a weight row from element k as bf16, zero where the mask is
 // clear. `row` points at the row's first element.
@@ -127,25 +117,6 @@ inline void PrefetchNext(const uint8_t* row, int64_t k_next_bytes, int64_t row_b
   const uint8_t* p = k_next_bytes < row_bytes ? row + k_next_bytes
                                               : row + panel_bytes + (k_next_bytes - row_bytes);
   _mm_prefetch(reinterpret_cast<const char*>(p + line), _MM_HINT_T0);
-}
-
-// FP8 rows go through a lookup table per 128 x 128 scale block instead of arithmetic: the
-// bf16 bits of e4m3(v) * scale for the 128 magnitudes v, as a table of high bytes and one of
-// low bytes (128 each, two vectors), read with VPERMI2B (7-bit index); the e4m3 sign bit is
-// the bf16 sign bit. Five shuffles per 64 weights instead of about 24 instructions of widening,
-// scaling and rounding; the values are the same (round to nearest even of the f32 product).
-constexpr int64_t kTableBytes = 256;  // 128 high bytes, then 128 low bytes
-
-void BuildFp8Table(float scale, uint8_t* table) {
-  const __m512 s = _mm512_set1_ps(scale);
-  for (int i = 0; i < 4; ++i) {
-    const __m512 a = _mm512_mul_ps(_mm512_loadu_ps(kFp8E4M3ToF32 + 32 * i), s);
-    const __m512 b = _mm512_mul_ps(_mm512_loadu_ps(kFp8E4M3ToF32 + 32 * i + 16), s);
-    const __m512i h = PackBf16(a, b);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(table + 32 * i),
-                       _mm512_cvtepi16_epi8(_mm512_srli_epi16(h, 8)));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(table + 128 + 32 * i), _mm512_cvtepi16_epi8(h));
-  }
 }
 
 // 64 FP8 bytes -> 64 bf16 (two vectors, in order) through a table of BuildFp8Table.
@@ -423,17 +394,56 @@ void AmxRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
 
 }  // namespace
 
-void FastMatMulRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
-  DCHECK(FastMatMulAvailable());
+void AmxMatMulRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
   if (n_end <= n_begin || a.num_rows <= 0) return;
   AmxRows(a, n_begin, n_end);
 }
 
 #else  // !EPSERVE_AMX_CODE
 
-bool FastMatMulAvailable() { return false; }
-void FastMatMulRows(const MatMulArgs&, int64_t, int64_t) { CHECK(false) << "no AMX on this CPU"; }
+bool AmxMatMulSupported() { return false; }
+void AmxMatMulRows(const MatMulArgs&, int64_t, int64_t) { CHECK(false) << "no AMX on this CPU"; }
 
 #endif  // EPSERVE_AMX_CODE
+
+namespace {
+bool EnvSet(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+}  // namespace
+
+FastKernel FastMatMulKernel() {
+  static const FastKernel kernel = [] {
+    if (!EnvSet("EPSERVE_NO_AMX") && AmxMatMulSupported()) return FastKernel::kAmx;
+    if (!EnvSet("EPSERVE_NO_BF16_DOT") && DotMatMulSupported()) return FastKernel::kAvx512Bf16;
+    return FastKernel::kNone;
+  }();
+  return kernel;
+}
+
+const char* FastKernelName(FastKernel kernel) {
+  switch (kernel) {
+    case FastKernel::kAmx:
+      return "amx";
+    case FastKernel::kAvx512Bf16:
+      return "avx512-bf16";
+    case FastKernel::kNone:
+      break;
+  }
+  return "none";
+}
+
+void FastMatMulRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
+  switch (FastMatMulKernel()) {
+    case FastKernel::kAmx:
+      return AmxMatMulRows(a, n_begin, n_end);
+    case FastKernel::kAvx512Bf16:
+      return DotMatMulRows(a, n_begin, n_end);
+    case FastKernel::kNone:
+      break;
+  }
+  CHECK(false) << "FastMatMulRows without a fast kernel on this CPU";
+}
 
 }  // namespace epserve::kernels

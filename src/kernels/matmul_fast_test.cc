@@ -1,7 +1,9 @@
-// The fast path (Compute::kFast, the AMX kernel) against its scalar twin, its invariances
-// (row split, thread count, other rows in the call) and its stated error against the exact
-// product. On a CPU without AMX the kernel cannot run: those tests report themselves skipped
-// and the fallback test checks that kFast then gives exactly the kExact results.
+// The fast path (Compute::kFast: the AMX or the AVX512-BF16 kernel, whichever this CPU runs)
+// against its scalar twin, its invariances (row split, thread count, other rows in the call)
+// and its stated error against the exact product; and the AVX512-BF16 kernel by itself where
+// the CPU has it (on an AMX machine MatMul runs the AMX one). On a CPU with neither the kernels
+// cannot run: those tests report themselves skipped and the fallback test checks that kFast
+// then gives exactly the kExact results.
 #include "kernels/matmul_fast.h"
 
 #include <gtest/gtest.h>
@@ -21,10 +23,10 @@ using testing::MakeWeight;
 using testing::RandomVector;
 using testing::TestWeight;
 
-#define SKIP_WITHOUT_AMX()                                                                 \
-  if (!FastMatMulAvailable())                                                              \
-  GTEST_SKIP() << "this CPU (or EPSERVE_NO_AMX) gives no AMX-BF16 tiles: the fast kernel " \
-                  "cannot run here"
+#define SKIP_WITHOUT_AMX()                                                                   \
+  if (!FastMatMulAvailable())                                                                \
+  GTEST_SKIP() << "this CPU (or EPSERVE_NO_AMX / EPSERVE_NO_BF16_DOT) has neither AMX-BF16 " \
+                  "tiles nor AVX512-BF16: no fast kernel can run here"
 
 class FastMatMulTest : public ::testing::TestWithParam<DType> {};
 
@@ -180,9 +182,50 @@ TEST_P(FastMatMulTest, GroupedMlpMatchesTwin) {
   for (int64_t i = 0; i < rows * hidden; ++i) ASSERT_NEAR(out[i], ref[i], 1e-2 * max_ref) << i;
 }
 
-// Without AMX kFast must be exactly kExact (MatMul falls back); with AMX this is the skip.
-TEST_P(FastMatMulTest, FallsBackToExactWithoutAmx) {
-  if (FastMatMulAvailable()) GTEST_SKIP() << "AMX is available: the fast kernel runs here";
+// The AVX512-BF16 kernel called directly (whichever kernel MatMul chose): against the twin,
+// and each row's result the same for every M (the streaming path for M <= 8, the panel path
+// above) and every split of the rows.
+TEST_P(FastMatMulTest, Avx512Bf16KernelMatchesTwinForEveryM) {
+  if (!DotMatMulSupported()) GTEST_SKIP() << "this CPU has no AVX512-BF16 (VDPBF16PS)";
+  for (auto [n, k] : Shapes()) {
+    SCOPED_TRACE(::testing::Message() << n << "x" << k);
+    const int64_t m_all = 21;
+    TestWeight w = MakeWeight(GetParam(), n, k, static_cast<uint32_t>(n * 5 + k));
+    std::vector<float> x = RandomVector(m_all * k, static_cast<uint32_t>(k + 3));
+    std::vector<float> ref(m_all * n), all(m_all * n);
+    MatMulArgs args{.x = x.data(),
+                    .x_stride = k,
+                    .num_rows = m_all,
+                    .w = w.view,
+                    .y = ref.data(),
+                    .y_stride = n,
+                    .compute = Compute::kFast};
+    MatMulReference(args);
+    args.y = all.data();
+    DotMatMulRows(args, 0, n);
+    double max_ref = 0;
+    for (float v : ref) max_ref = std::max(max_ref, std::fabs(static_cast<double>(v)));
+    for (int64_t i = 0; i < m_all * n; ++i)
+      ASSERT_NEAR(all[i], ref[i], 2e-5 * max_ref + 1e-6) << "@" << i;
+    for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13}) {
+      std::vector<float> part(m * n);
+      args.num_rows = m;
+      args.x = x.data() + (m_all - m) * k;
+      args.y = part.data();
+      const int64_t split = n / 3;  // two calls: rows [0, split) and [split, n)
+      DotMatMulRows(args, 0, split);
+      DotMatMulRows(args, split, n);
+      for (int64_t i = 0; i < m * n; ++i)
+        ASSERT_EQ(part[i], all[(m_all - m) * n + i]) << m << " rows @" << i;
+    }
+  }
+}
+
+// Without a fast kernel kFast must be exactly kExact (MatMul falls back); with one this is the
+// skip.
+TEST_P(FastMatMulTest, FallsBackToExactWithoutAFastKernel) {
+  if (FastMatMulAvailable())
+    GTEST_SKIP() << "the " << FastKernelName(FastMatMulKernel()) << " kernel runs here";
   ThreadPool pool(2);
   for (int64_t m : {1, 9, 80}) {
     const int64_t n = 130, k = 300;
