@@ -106,13 +106,8 @@ Status RunDecode(const DecodeFlags& f) {
     std::printf("%s\n", j.dump(2).c_str());
     return Status::Ok();
   }
-  const std::string kernel =
-      f.compute != "fast" ? ""
-      : kernels::FastMatMulAvailable()
-          ? std::string(" (") + kernels::FastKernelName(kernels::FastMatMulKernel()) + " kernel)"
-          : " (no AMX or AVX512-BF16 here: runs exact)";
-  std::printf("model: %s, threads: %d, compute: %s%s\n", dir.c_str(), pool.num_threads(),
-              f.compute.c_str(), kernel.c_str());
+  std::printf("model: %s, threads: %d, compute: %s\n", dir.c_str(), pool.num_threads(),
+              ComputeNote(f.compute).c_str());
   std::printf("measured bandwidth: streaming read %.2f GB/s, STREAM triad %.2f GB/s\n",
               bw.read_gbps, bw.triad_gbps);
   std::printf("(mean over %d steps; 'median' = the median step by time, its own bytes / time)\n",

@@ -36,6 +36,7 @@ struct GenerateFlags {
   bool ignore_eos = false;
   // Engine.
   std::string kv_dtype = "f32";
+  std::string compute = "exact";
   std::string mtp = "off";
   OverlapFlags overlap;
   std::string kv_memory;  // bytes with an optional K/M/G suffix; empty: enough for all requests
@@ -152,7 +153,8 @@ StatusOr<EngineOptions> BuildEngineOptions(const GenerateFlags& f) {
                        .prefix_cache = !f.no_prefix_cache,
                        .keep_logits = !f.logits_out.empty(),
                        .mtp = f.mtp == "on",
-                       .keep_draft_logits = !f.draft_logits_out.empty()};
+                       .keep_draft_logits = !f.draft_logits_out.empty(),
+                       .compute = ComputeFromFlag(f.compute)};
 }
 
 struct Timing {
@@ -257,6 +259,7 @@ Status RunDistributed(const GenerateFlags& f, const std::string& dir,
               f.kv_dtype.c_str());
   if (engine.mtp) PrintMtp(res.draft_tokens, res.accepted_draft_tokens);
   PrintOverlap(eo.engine.overlap, res.split_forwards, res.forwards);
+  std::printf("compute: %s\n", ComputeNote(f.compute).c_str());
   RETURN_IF_ERROR(Report(
       f, res.requests, res.vocab,
       {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds}, tok));
@@ -359,6 +362,7 @@ Status Run(const GenerateFlags& f) {
       static_cast<long long>(st.prompt_tokens), static_cast<long long>(st.preemptions));
   if (engine.mtp) PrintMtp(st.draft_tokens, st.accepted_draft_tokens);
   PrintOverlap(engine.overlap, model.split_forwards(), model.forwards());
+  std::printf("compute: %s\n", ComputeNote(f.compute).c_str());
   Status report = Report(
       f, res.requests, c.vocab_size,
       {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds}, tok.get());
@@ -489,6 +493,7 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
                   "f32 | bf16 latent cache rows (bf16 halves the memory)")
       ->group(eng)
       ->capture_default_str();
+  AddComputeFlag(cmd, &f->compute)->group(eng);
   cmd->add_option("--kv-memory", f->kv_memory,
                   "bytes for the KV block pool per DP group (e.g. 512M, 2G, or 30% of the memory "
                   "available now); default: "

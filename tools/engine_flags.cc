@@ -39,6 +39,7 @@ void EngineFlags::AddTo(CLI::App* cmd) {
                   "compute threads per rank (default: the machine's cores / its ranks)")
       ->check(ThreadCount())
       ->group(g);
+  AddComputeFlag(cmd, &compute)->group(g);
   overlap.AddTo(cmd, g);
 }
 
@@ -55,7 +56,8 @@ StatusOr<EngineOptions> EngineFlags::Options(const std::string& model_dir, const
                    .max_running = max_running,
                    .block_size = block_size,
                    .kv_dtype = dtype,
-                   .mtp = mtp == "on"};
+                   .mtp = mtp == "on",
+                   .compute = ComputeFromFlag(compute)};
   RETURN_IF_ERROR(CheckMtp(c, eo.mtp));
   ASSIGN_OR_RETURN(eo.overlap, overlap.Options(model_dir, ep, tp, ranks_per_machine, eo.mtp ? 2 : 1,
                                                overlap_note));
@@ -78,7 +80,9 @@ std::vector<std::string> EngineFlags::Args() const {
                                 "--kv-memory",
                                 kv_memory,
                                 "--mtp",
-                                mtp};
+                                mtp,
+                                "--compute",
+                                compute};
   if (threads > 0) a.insert(a.end(), {"--threads", std::to_string(threads)});
   const std::vector<std::string> o = overlap.Args();
   a.insert(a.end(), o.begin(), o.end());

@@ -23,6 +23,7 @@ struct EngineFlags {
   std::string kv_memory = "10%";
   int threads = 0;
   std::string mtp = "off";
+  std::string compute = "exact";
   OverlapFlags overlap;
 
   void AddTo(CLI::App* cmd);

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "kernels/matmul.h"
+#include "kernels/matmul_fast.h"
 
 namespace epserve::tools {
 
@@ -90,6 +91,13 @@ inline CLI::Option* AddComputeFlag(CLI::App* cmd, std::string* value) {
 }
 inline kernels::Compute ComputeFromFlag(const std::string& value) {
   return value == "fast" ? kernels::Compute::kFast : kernels::Compute::kExact;
+}
+// What --compute VALUE runs on this CPU, for the commands' output: "exact",
+// "fast (avx512-bf16 kernel)", or "fast (no AMX or AVX512-BF16 here: runs exact)".
+inline std::string ComputeNote(const std::string& value) {
+  if (value != "fast") return value;
+  if (!kernels::FastMatMulAvailable()) return value + " (no AMX or AVX512-BF16 here: runs exact)";
+  return value + " (" + kernels::FastKernelName(kernels::FastMatMulKernel()) + " kernel)";
 }
 
 }  // namespace epserve::tools

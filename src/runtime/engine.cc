@@ -182,6 +182,7 @@ Engine::Engine(Model& model, const EngineOptions& o)
   CHECK(!o.mtp || model.config().num_nextn_predict_layers > 0) << "MTP without an MTP module";
   if (o.mtp) model_.SetKeepHidden(true);
   model_.SetOverlap(o.overlap);
+  model_.SetCompute(o.compute);
 }
 
 Engine::~Engine() = default;

@@ -81,6 +81,9 @@ struct EngineOptions {
   // How MoE layers overlap communication with compute (Model::SetOverlap; the engine sets it on
   // its model). Under expert parallelism every rank's engine must be given the same.
   OverlapOptions overlap;
+  // How the model's matmuls multiply (Model::SetCompute; kernels::Compute): exact or the
+  // bfloat16 fast path. Under expert parallelism every rank's engine must be given the same.
+  kernels::Compute compute = kernels::Compute::kExact;
   std::vector<int32_t> default_stop_ids;
 };
 

@@ -71,6 +71,11 @@ def rope_params(cfg):
     return inv_freq, cs_mul, scale
 
 
+def bf16(t):
+    """float64 -> float32 -> bfloat16 (round to nearest even, as the kernels) -> float64."""
+    return t.to(torch.float32).to(torch.bfloat16).to(DT)
+
+
 def apply_rope_adjacent(x, cos, sin):
     """x [T, ..., d]; pairs (2i, 2i+1) rotated by angle[t, i]. cos/sin [T, d/2]."""
     shape = (cos.shape[0],) + (1,) * (x.dim() - 2) + (cos.shape[1],)
@@ -82,7 +87,11 @@ def apply_rope_adjacent(x, cos, sin):
 class Model:
     """Weights are read lazily from the checkpoint and kept as float64 tensors."""
 
-    def __init__(self, model_dir):
+    def __init__(self, model_dir, fast=False):
+        # fast: the engine's --compute fast numerics (docs/kernels.md, "Compute modes"): every
+        # projection but the MoE router and the absorbed W_uk rounds its input and its weight
+        # (FP8 times scale, as float32) to bfloat16 before an exact product.
+        self.fast = fast
         with open(os.path.join(model_dir, "config.json")) as f:
             self.cfg = json.load(f)
         self.ckpt = Checkpoint(model_dir)
@@ -98,7 +107,13 @@ class Model:
         return self._w[name]
 
     def linear(self, x, name):
-        return x @ self.w(name + ".weight").T
+        return self.product(x, self.w(name + ".weight"))
+
+    def product(self, x, w):
+        """x @ w.T, with both operands rounded to bfloat16 in fast mode."""
+        if self.fast:
+            return bf16(x) @ bf16(w).T
+        return x @ w.T
 
     def rms(self, x, name):
         eps = self.cfg["rms_norm_eps"]
@@ -136,14 +151,24 @@ class Model:
         num_tokens, nh = x.shape[0], c["num_attention_heads"]
         nope, vd = c["qk_nope_head_dim"], c["v_head_dim"]
         q_nope, q_pe, c_kv, k_pe = self.mla_inputs(l, x)
-        kvb = self.linear(c_kv, p + ".kv_b_proj").view(num_tokens, nh, nope + vd)
-        k_nope, v = kvb[..., :nope], kvb[..., nope:]
+        kvb_w = self.w(p + ".kv_b_proj.weight")
+        if self.fast:  # k_nope exact (the engine's absorbed W_uk); v as below
+            k_nope = (c_kv @ kvb_w.T).view(num_tokens, nh, nope + vd)[..., :nope]
+        else:
+            kvb = self.linear(c_kv, p + ".kv_b_proj").view(num_tokens, nh, nope + vd)
+            k_nope, v = kvb[..., :nope], kvb[..., nope:]
         q = torch.cat((q_nope, q_pe), -1)
         k = torch.cat((k_nope, k_pe[:, None, :].expand(-1, nh, -1)), -1)
         scores = torch.einsum("thd,shd->hts", q, k) * self.softmax_scale
         causal = torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu(1)
         probs = torch.softmax(scores.masked_fill(causal, float("-inf")), dim=-1)
-        o = torch.einsum("hts,shd->thd", probs, v).reshape(num_tokens, nh * vd)
+        if self.fast:
+            # The engine's order: the attention-weighted latent, then W_uv per head (rounded).
+            o_lat = torch.einsum("hts,sr->thr", probs, c_kv)
+            w_uv = kvb_w.view(nh, nope + vd, -1)[:, nope:, :]
+            o = torch.einsum("thr,hdr->thd", bf16(o_lat), bf16(w_uv)).reshape(num_tokens, nh * vd)
+        else:
+            o = torch.einsum("hts,shd->thd", probs, v).reshape(num_tokens, nh * vd)
         return self.linear(o, p + ".o_proj")
 
     def mlp(self, x, prefix):
@@ -218,7 +243,7 @@ class Model:
 
     def forward(self, ids):
         """ids: list of token ids (positions 0..T-1) -> float64 logits [T, vocab]."""
-        return self.hidden(ids) @ self.w("lm_head.weight").T
+        return self.product(self.hidden(ids), self.w("lm_head.weight"))
 
     def mtp_logits(self, ids):
         """DeepSeek-V3's MTP module 0 (the layer after the last, HF names) over a sequence:
@@ -232,7 +257,8 @@ class Model:
         x = self.linear(torch.cat((self.rms(e, p + ".enorm"), self.rms(h, p + ".hnorm")), -1),
                         p + ".eh_proj")
         x = self.layer(self.cfg["num_hidden_layers"], x)
-        return self.rms(x, p + ".shared_head.norm") @ self.w(p + ".shared_head.head.weight").T
+        return self.product(self.rms(x, p + ".shared_head.norm"),
+                            self.w(p + ".shared_head.head.weight"))
 
 
 def generate(model, prompt, max_tokens):
@@ -255,11 +281,13 @@ def main(argv=None):
     ap.add_argument("--max-tokens", type=int, required=True)
     ap.add_argument("--logits-out", required=True, help=".npy, float32 [seqs, N, vocab]")
     ap.add_argument("--tokens-out", required=True, help='.json {"tokens": [[...], ...]}')
+    ap.add_argument("--compute", choices=("exact", "fast"), default="exact",
+                    help="fast: the engine's --compute fast rounding (see Model)")
     args = ap.parse_args(argv)
     if args.max_tokens < 1:
         ap.error("--max-tokens must be >= 1")
     torch.set_num_threads(max(1, os.cpu_count() or 1))
-    model = Model(args.model)
+    model = Model(args.model, fast=args.compute == "fast")
     vocab = model.cfg["vocab_size"]
     prompts = [[int(t) for t in p.split(",") if t.strip()] for p in args.prompt_ids]
     for p in prompts:
