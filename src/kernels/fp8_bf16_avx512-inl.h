@@ -17,6 +17,16 @@ inline __m512i PackBf16(__m512 lo, __m512 hi) {
 // scaling and rounding; the values are the same (round to nearest even of the f32 product).
 constexpr int64_t kTableBytes = 256;  // 128 high bytes, then 128 low bytes
 
+// 64 FP8 bytes through a table of BuildFp8Table: the high and the low byte of each bf16
+// (element i of hi and lo belongs to byte i); the callers interleave them in their own order.
+inline void Fp8TableLookup(__m512i bytes, const uint8_t* table, __m512i& hi, __m512i& lo) {
+  const __m512i* t = reinterpret_cast<const __m512i*>(table);
+  hi = _mm512_permutex2var_epi8(_mm512_load_si512(t), bytes, _mm512_load_si512(t + 1));
+  lo = _mm512_permutex2var_epi8(_mm512_load_si512(t + 2), bytes, _mm512_load_si512(t + 3));
+  hi = _mm512_ternarylogic_epi32(hi, bytes, _mm512_set1_epi8(static_cast<char>(0x80)),
+                                 0xF8);  // hi | sign
+}
+
 inline void BuildFp8Table(float scale, uint8_t* table) {
   const __m512 s = _mm512_set1_ps(scale);
   for (int i = 0; i < 4; ++i) {

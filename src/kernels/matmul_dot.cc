@@ -137,12 +137,8 @@ inline void LoadChunk(const void* row, int64_t k, int64_t K, const uint8_t* t, _
     const uint8_t* p = static_cast<const uint8_t*>(row) + k;
     const __m512i bytes = left >= kChunk ? _mm512_loadu_si512(p)
                                          : _mm512_maskz_loadu_epi8((__mmask64{1} << left) - 1, p);
-    const __m512i* tv = reinterpret_cast<const __m512i*>(t);
-    __m512i hi = _mm512_permutex2var_epi8(_mm512_load_si512(tv), bytes, _mm512_load_si512(tv + 1));
-    const __m512i lo =
-        _mm512_permutex2var_epi8(_mm512_load_si512(tv + 2), bytes, _mm512_load_si512(tv + 3));
-    hi = _mm512_ternarylogic_epi32(hi, bytes, _mm512_set1_epi8(static_cast<char>(0x80)),
-                                   0xF8);  // hi | sign
+    __m512i hi, lo;
+    Fp8TableLookup(bytes, t, hi, lo);
     w0 = _mm512_unpacklo_epi8(lo, hi);
     w1 = _mm512_unpackhi_epi8(lo, hi);
   } else if constexpr (kDType == DType::kBF16) {

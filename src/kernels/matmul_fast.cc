@@ -121,12 +121,8 @@ inline void PrefetchNext(const uint8_t* row, int64_t k_next_bytes, int64_t row_b
 
 // 64 FP8 bytes -> 64 bf16 (two vectors, in order) through a table of BuildFp8Table.
 inline void Fp8ToBf16(__m512i bytes, const uint8_t* table, __m512i& first, __m512i& second) {
-  const __m512i* t = reinterpret_cast<const __m512i*>(table);
-  __m512i hi = _mm512_permutex2var_epi8(_mm512_load_si512(t), bytes, _mm512_load_si512(t + 1));
-  const __m512i lo =
-      _mm512_permutex2var_epi8(_mm512_load_si512(t + 2), bytes, _mm512_load_si512(t + 3));
-  hi = _mm512_ternarylogic_epi32(hi, bytes, _mm512_set1_epi8(static_cast<char>(0x80)),
-                                 0xF8);  // hi | sign
+  __m512i hi, lo;
+  Fp8TableLookup(bytes, table, hi, lo);
   // Interleave to little-endian bf16: element i = lo[i] | hi[i] << 8.
   alignas(64) static constexpr uint8_t kFirst[64] = {
       0,  64, 1,  65, 2,  66, 3,  67, 4,  68, 5,  69, 6,  70, 7,  71, 8,  72, 9,  73, 10, 74,
