@@ -28,25 +28,19 @@ namespace epserve::kernels {
 #if EPSERVE_AMX_CODE
 namespace {
 
+// AMX needs everything the AVX512-BF16 kernel needs (the FP8 tables and the packing are AVX-512
+// code) plus the tile instructions and the OS's tile configuration state.
 bool CpuAndOsHaveAmx() {
+  if (!DotMatMulSupported()) return false;
   unsigned a = 0, b = 0, c = 0, d = 0;
-  if (!__get_cpuid(1, &a, &b, &c, &d) || (c & (1u << 27)) == 0) return false;  // OSXSAVE
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-  const bool avx512f = b & (1u << 16), avx512dq = b & (1u << 17), avx512bw = b & (1u << 30),
-             avx512vl = b & (1u << 31);
-  const bool avx512vbmi = c & (1u << 1);
   const bool amx_bf16 = d & (1u << 22), amx_tile = d & (1u << 24);
-  if (!(avx512f && avx512dq && avx512bw && avx512vl && avx512vbmi && amx_bf16 && amx_tile))
-    return false;
-  if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || (a & (1u << 5)) == 0)
-    return false;  // AVX512_BF16
+  if (!(amx_bf16 && amx_tile)) return false;
   unsigned lo = 0, hi = 0;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  const uint64_t xcr0 = (static_cast<uint64_t>(hi) << 32) | lo;
-  // SSE, AVX, opmask, ZMM_Hi256, Hi16_ZMM, and the tile configuration (17) the OS enables;
-  // tile data (18) is enabled per process by the permission request below.
-  const uint64_t need = (1u << 1) | (1u << 2) | (7u << 5) | (1u << 17);
-  return (xcr0 & need) == need;
+  // Tile configuration (17) the OS enables; tile data (18) is enabled per process by the
+  // permission request below.
+  return (lo & (1u << 17)) != 0;
 }
 
 bool RequestTilePermission() {
