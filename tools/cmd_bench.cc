@@ -164,6 +164,7 @@ void RegisterBenchCommand(CLI::App& app, CommandContext& ctx) {
   AddBenchMoeLayerCommand(bench, ctx);
   AddBenchEngineCommand(bench, ctx);
   AddBenchMtpCommand(bench, ctx);
+  AddBenchPrefillCommand(bench, ctx);
   AddBenchTokenizeCommand(bench, ctx);
 #ifdef EPSERVE_HAVE_SERVE
   AddBenchServeCommand(bench, ctx);

@@ -1,0 +1,92 @@
+#include "runtime/prefill_bench.h"
+
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include "model/kv_cache.h"
+
+namespace epserve {
+
+namespace {
+
+double Macs(const WeightView& v) { return v.empty() ? 0 : static_cast<double>(v.rows) * v.cols; }
+double MlpMacs(const MlpWeights& m) {
+  return m.empty() ? 0 : Macs(m.gate) + Macs(m.up) + Macs(m.down);
+}
+
+// Multiply-adds of the projections one token goes through (kv_b once: W_uk absorbed into the
+// query, W_uv expanding the output); the last token's lm_head is left out, as it is one row.
+double MacsPerToken(const ModelConfig& c, const ModelWeights& w) {
+  double sum = 0;
+  for (const auto& l : w.layers) {
+    const auto& a = l.attn;
+    for (const WeightView* v : {&a.q_a, &a.q_b, &a.q, &a.kv_a, &a.kv_b, &a.o}) sum += Macs(*v);
+    sum += MlpMacs(l.dense);
+    if (l.moe) {
+      sum += Macs(l.moe->router) + MlpMacs(l.moe->shared);
+      if (!l.moe->experts.empty()) sum += c.num_experts_per_tok * MlpMacs(l.moe->experts[0]);
+    }
+  }
+  return sum;
+}
+
+}  // namespace
+
+StatusOr<PrefillBenchResult> RunPrefillBench(const LoadedModel& lm, ThreadPool& pool,
+                                             const PrefillBenchOptions& opt) {
+  const ModelConfig& c = lm.config;
+  if (opt.tokens < 1)
+    return Status::InvalidArgument("bench prefill: --tokens must be at least 1, got " +
+                                   std::to_string(opt.tokens));
+  if (opt.tokens + 1 > c.max_position_embeddings)
+    return Status::InvalidArgument(
+        "bench prefill: --tokens " + std::to_string(opt.tokens) + " exceeds the model's context (" +
+        std::to_string(c.max_position_embeddings) + " positions, one kept free)");
+  if (opt.repeats < 1)
+    return Status::InvalidArgument("bench prefill: --repeats must be at least 1, got " +
+                                   std::to_string(opt.repeats));
+  if (opt.step_tokens < 0)
+    return Status::InvalidArgument("bench prefill: --step-tokens must not be negative");
+  const int step = opt.step_tokens > 0 ? opt.step_tokens : opt.tokens;
+  Model model(c, *lm.weights, pool);
+  model.SetCompute(opt.compute);
+  LatentKvCache cache(c.num_hidden_layers, c.kv_a_dim(), 1, opt.tokens + 1);
+  std::vector<int32_t> prompt(opt.tokens);
+  for (int i = 0; i < opt.tokens; ++i)
+    prompt[i] = static_cast<int32_t>((i * 104729LL) % c.vocab_size);
+  std::vector<float> logits(c.vocab_size);
+  auto prefill = [&]() -> Status {
+    cache.set_length(0, 0);
+    for (int begin = 0; begin < opt.tokens; begin += step) {
+      const int end = std::min(opt.tokens, begin + step);
+      ForwardBatch fb;
+      fb.chunks.push_back({0, std::vector<int32_t>(prompt.begin() + begin, prompt.begin() + end)});
+      RETURN_IF_ERROR(model.Forward(fb, cache, logits.data()));
+    }
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(prefill());  // warm-up
+  PrefillBenchResult r;
+  const StepTimes before = model.times();
+  for (int rep = 0; rep < opt.repeats; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(prefill());
+    r.seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  r.phase_ms = model.times().Delta(before, 1e3 / opt.repeats);
+  double sum = 0, sum2 = 0;
+  for (double s : r.seconds) {
+    const double tps = opt.tokens / s;
+    sum += tps;
+    sum2 += tps * tps;
+  }
+  const double n = static_cast<double>(r.seconds.size());
+  r.mean_tokens_per_s = sum / n;
+  r.stddev_tokens_per_s = n > 1 ? std::sqrt(std::max(0.0, (sum2 - sum * sum / n) / (n - 1))) : 0;
+  r.matmul_flops = 2.0 * MacsPerToken(c, *lm.weights) * opt.tokens;
+  return r;
+}
+
+}  // namespace epserve
