@@ -309,7 +309,7 @@ void ConvertPanel(const WeightView& w, int64_t n0, int64_t rows, int64_t kp, uin
 // _mm512_reduce_add_ps) that adds exactly the pairs _mm512_reduce_add_ps adds, in the same
 // order: lanes i and i + 8, then i and i + 4, i and i + 2, i and i + 1. So an output reduced
 // here is bit-identical to the same chain reduced alone (StoreY), which keeps rows independent
-// of M (tested against the streaming path, M = 1..13).
+// of M (tested against the streaming path, M = 1..15).
 inline __m512 ReduceAdd16(const __m512 (&a)[16]) {
   __m512 v[8], w[4], z[2];
   for (int q = 0; q < 8; ++q) {  // lanes i + (i + 8): [a(2q) 0-3 | 4-7 | a(2q+1) 0-3 | 4-7]
@@ -332,14 +332,16 @@ inline __m512 ReduceAdd16(const __m512 (&a)[16]) {
   return _mm512_add_ps(x, y);  // lane L = [a(L), a(4 + L), a(8 + L), a(12 + L)]
 }
 
-// 4 x 4 outputs of one panel tile: acc[i][j] is y[m0 + i, n + j].
-inline void StoreTile4x4(const MatMulArgs& a, int64_t m0, int64_t n, const __m512 (&acc)[4][4]) {
+// kMt x 4 outputs of one panel tile (kMt <= 4): acc[i][j] is y[m0 + i, n + j]. Fewer than 4
+// rows reduce zeros in the missing rows' places (each output's own tree is unchanged).
+template <int kMt>
+inline void StoreTileX4(const MatMulArgs& a, int64_t m0, int64_t n, const __m512 (&acc)[kMt][4]) {
   __m512 t[16];
   for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j) t[4 * j + i] = acc[i][j];
+    for (int j = 0; j < 4; ++j) t[4 * j + i] = i < kMt ? acc[i][j] : _mm512_setzero_ps();
   alignas(64) float sums[16];
   _mm512_store_ps(sums, ReduceAdd16(t));  // sums[4 * i + j] = y[m0 + i, n + j]
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < kMt; ++i) {
     float* y = a.y + (m0 + i) * a.y_stride + n;
     __m128 v = _mm_load_ps(sums + 4 * i);
     if (a.accumulate) v = _mm_add_ps(v, _mm_loadu_ps(y));
@@ -369,8 +371,8 @@ inline void PanelTile(const MatMulArgs& a, const uint16_t* xp, const uint16_t* p
       for (int j = 0; j < kNt; ++j) acc[i][j] = Dot(acc[i][j], xv, w[j]);
     }
   }
-  if constexpr (kMt == 4 && kNt == 4) {
-    StoreTile4x4(a, m0, n0 + r0, acc);
+  if constexpr (kNt == 4) {
+    StoreTileX4<kMt>(a, m0, n0 + r0, acc);
   } else {
 #pragma GCC unroll 8
     for (int i = 0; i < kMt; ++i)
@@ -423,7 +425,18 @@ void PanelRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end, const uint16
     int64_t m = 0;
     for (; m + kTileM <= M; m += kTileM)
       PanelRowBlock<kTileM>(a, xp, s.panel.data(), kp, m, rows, n0, pf);
-    for (; m < M; ++m) PanelRowBlock<1>(a, xp, s.panel.data(), kp, m, rows, n0, pf);
+    // The last M % 4 rows in one pass over the panel rather than one pass per row.
+    switch (M - m) {
+      case 3:
+        PanelRowBlock<3>(a, xp, s.panel.data(), kp, m, rows, n0, pf);
+        break;
+      case 2:
+        PanelRowBlock<2>(a, xp, s.panel.data(), kp, m, rows, n0, pf);
+        break;
+      case 1:
+        PanelRowBlock<1>(a, xp, s.panel.data(), kp, m, rows, n0, pf);
+        break;
+    }
   }
 }
 

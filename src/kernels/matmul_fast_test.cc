@@ -207,7 +207,7 @@ TEST_P(FastMatMulTest, Avx512Bf16KernelMatchesTwinForEveryM) {
     for (float v : ref) max_ref = std::max(max_ref, std::fabs(static_cast<double>(v)));
     for (int64_t i = 0; i < m_all * n; ++i)
       ASSERT_NEAR(all[i], ref[i], 2e-5 * max_ref + 1e-6) << "@" << i;
-    for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13}) {
+    for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}) {
       std::vector<float> part(m * n);
       args.num_rows = m;
       args.x = x.data() + (m_all - m) * k;
