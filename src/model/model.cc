@@ -8,6 +8,7 @@
 #include "base/timer.h"
 #include "kernels/gate.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_fast.h"
 #include "kernels/mla_attention.h"
 #include "kernels/ops.h"
 #include "placement/token_key.h"
@@ -30,8 +31,9 @@ struct Model::Workspace {
   AlignedVector<float> router_logits, gate_scratch, weights, attn_scratch;
   AlignedVector<float> last, mtp_in;  // rows the head reads; the MTP module's [embedding | hidden]
   std::vector<int32_t> expert_ids;
-  std::vector<kernels::MatMulTArgs> uk_args;  // per-head W_uk products
-  std::vector<kernels::MatMulArgs> uv_args;   // per-head W_uv products
+  std::vector<kernels::MatMulTArgs> uk_args;      // per-head W_uk products
+  std::vector<kernels::MatMulArgs> uk_fast_args;  // the same on W_ukᵀ (--compute fast)
+  std::vector<kernels::MatMulArgs> uv_args;       // per-head W_uv products
   MlpScratch mlp;
 };
 
@@ -49,6 +51,27 @@ Model::Model(const ModelConfig& config, const ModelWeights& weights, ThreadPool&
 }
 
 Model::~Model() = default;
+
+void Model::SetCompute(kernels::Compute compute) {
+  compute_ = compute;
+  PrepareAbsorbedUk();
+}
+
+void Model::SetTensorParallel(const TensorParallel& tp) {
+  tp_ = tp;
+  uk_t_ = AbsorbedUk();
+  PrepareAbsorbedUk();
+}
+
+void Model::PrepareAbsorbedUk() {
+  if (compute_ != kernels::Compute::kFast || !kernels::FastMatMulAvailable()) {
+    uk_t_ = AbsorbedUk();
+    return;
+  }
+  if (!uk_t_.empty()) return;
+  const int heads = config_.num_attention_heads / tp_.size;
+  uk_t_ = AbsorbedUk(config_, weights_, tp_.rank * heads, heads);
+}
 
 const char* OverlapName(Overlap mode) {
   switch (mode) {
@@ -491,7 +514,21 @@ Status Model::AttentionIn(int l, const KvBlocks& cache, Workspace& w) {
                     .y = &w.q_abs[h * L],
                     .y_stride = static_cast<int64_t>(heads) * L};
   }
-  kernels::MatMulTBatch(w.uk_args, pool_);
+  if (!uk_t_.empty()) {
+    // --compute fast: the same products as MatMuls on W_ukᵀ (absorbed_uk.h).
+    w.uk_fast_args.resize(heads);
+    for (int h = 0; h < heads; ++h)
+      w.uk_fast_args[h] = {.x = &w.q[h * qhd],
+                           .x_stride = heads * qhd,
+                           .num_rows = T,
+                           .w = uk_t_.Get(l, h),
+                           .y = &w.q_abs[h * L],
+                           .y_stride = static_cast<int64_t>(heads) * L,
+                           .compute = compute_};
+    kernels::MatMulBatch(w.uk_fast_args, pool_);
+  } else {
+    kernels::MatMulTBatch(w.uk_args, pool_);
+  }
   times_.gemm += NowSeconds() - t0;
   return Status::Ok();
 }

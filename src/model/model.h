@@ -16,6 +16,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "comm/communicator.h"
+#include "model/absorbed_uk.h"
 #include "model/config.h"
 #include "model/experts.h"
 #include "model/kv_cache.h"
@@ -138,11 +139,13 @@ class Model {
   void SetExperts(ExpertBackend* experts) { experts_ = experts; }
   void SetRouteObserver(RouteObserver observer) { route_observer_ = std::move(observer); }
   // REQUIRES: num_attention_heads % tp.size == 0 (checked by the caller's setup).
-  void SetTensorParallel(const TensorParallel& tp) { tp_ = tp; }
+  void SetTensorParallel(const TensorParallel& tp);
   // How the projections, experts and LM head multiply (kernels::Compute; default exact). The
   // router stays exact whatever this says: expert choices do not move with the compute mode's
   // rounding. Applies to the next Forward.
-  void SetCompute(kernels::Compute compute) { compute_ = compute; }
+  // kFast with a fast kernel also builds W_ukᵀ per local head (absorbed_uk.h) for the absorbed
+  // query product.
+  void SetCompute(kernels::Compute compute);
   kernels::Compute compute() const { return compute_; }
   // How MoE layers overlap communication (applies to the next Forward; ForwardMtp's single
   // layer always runs as kDispatch). Under expert parallelism every rank must use the same
@@ -228,6 +231,8 @@ class Model {
   RopeTable rope_;
   TensorParallel tp_;
   kernels::Compute compute_ = kernels::Compute::kExact;
+  AbsorbedUk uk_t_;  // built for kFast when a fast kernel runs (SetCompute)
+  void PrepareAbsorbedUk();
   OverlapOptions overlap_;
   int first_moe_;  // the first MoE layer of the main model; num_hidden_layers if none
   bool last_split_ = false;

@@ -87,11 +87,16 @@ def apply_rope_adjacent(x, cos, sin):
 class Model:
     """Weights are read lazily from the checkpoint and kept as float64 tensors."""
 
+    # follow_route(): the engine's routing of the sequence being computed ({position: [experts
+    # of each MoE layer]}), and the gaps of the gate decisions it overrode.
+    follow = None
+
     def __init__(self, model_dir, fast=False):
         # fast: the engine's --compute fast numerics (docs/kernels.md, "Compute modes"): every
-        # projection but the MoE router and the absorbed W_uk rounds its input and its weight
-        # (FP8 times scale, as float32) to bfloat16 before an exact product.
+        # projection but the MoE router rounds its input and its weight (FP8 times scale, as
+        # float32) to bfloat16 before an exact product.
         self.fast = fast
+        self.tie_gaps = []
         with open(os.path.join(model_dir, "config.json")) as f:
             self.cfg = json.load(f)
         self.ckpt = Checkpoint(model_dir)
@@ -152,8 +157,13 @@ class Model:
         nope, vd = c["qk_nope_head_dim"], c["v_head_dim"]
         q_nope, q_pe, c_kv, k_pe = self.mla_inputs(l, x)
         kvb_w = self.w(p + ".kv_b_proj.weight")
-        if self.fast:  # k_nope exact (the engine's absorbed W_uk); v as below
-            k_nope = (c_kv @ kvb_w.T).view(num_tokens, nh, nope + vd)[..., :nope]
+        if self.fast:
+            # The engine absorbs W_uk into the query: bf16(q_nope) @ bf16(W_uk) scored against
+            # c_kv, which is this order of the same products: k_nope from the rounded W_uk, and
+            # the rounded q_nope. v as below.
+            w_uk = kvb_w.view(nh, nope + vd, -1)[:, :nope, :]
+            k_nope = torch.einsum("tr,hdr->thd", c_kv, bf16(w_uk))
+            q_nope = bf16(q_nope)
         else:
             kvb = self.linear(c_kv, p + ".kv_b_proj").view(num_tokens, nh, nope + vd)
             k_nope, v = kvb[..., :nope], kvb[..., nope:]
@@ -205,11 +215,33 @@ class Model:
             idx = torch.topk(choice.masked_fill(~expert_mask, float("-inf")), k, dim=-1).indices
         else:
             raise ValueError(f"unsupported topk_method {method!r}")
+        if self.follow is not None:
+            idx = self.follow_route(l, idx, scores if method == "greedy" else choice)
         weights = scores.gather(1, idx)
         # HF DeepseekV2/V3 normalize only when top_k > 1.
         if k > 1 and c.get("norm_topk_prob", False):
             weights = weights / (weights.sum(-1, keepdim=True) + 1e-20)
         return idx, weights * c.get("routed_scaling_factor", 1.0)
+
+    def follow_route(self, l, idx, choice):
+        """idx [T, k] with each token's experts replaced by the engine's (self.follow), where
+        they differ recording the decision's gap: how far, relative to max|choice|, the
+        reference's worst pick is above the engine's worst extra one (0 at an exact tie)."""
+        layer = sum(1 for m in range(l) if self.is_moe_layer(m))
+        idx = idx.clone()
+        for t in range(idx.shape[0]):
+            engine = self.follow.get(t)
+            if engine is None:
+                continue
+            ours, theirs = set(idx[t].tolist()), set(engine[layer])
+            if ours == theirs:
+                continue
+            row = choice[t]
+            gap = (min(float(row[e]) for e in ours - theirs) -
+                   max(float(row[e]) for e in theirs - ours)) / float(row.abs().max())
+            self.tie_gaps.append((l, t, gap))
+            idx[t] = torch.tensor(sorted(theirs), dtype=idx.dtype)
+        return idx
 
     def moe(self, l, x):
         p = f"model.layers.{l}.mlp"
@@ -283,6 +315,12 @@ def main(argv=None):
     ap.add_argument("--tokens-out", required=True, help='.json {"tokens": [[...], ...]}')
     ap.add_argument("--compute", choices=("exact", "fast"), default="exact",
                     help="fast: the engine's --compute fast rounding (see Model)")
+    ap.add_argument("--follow-routes", default=None,
+                    help="an engine trace (--trace-out) of the same prompts: route every token to the "
+                         "experts the engine chose, and fail (exit 1) where that overrides a gate "
+                         "decision by more than --route-tie-tol")
+    ap.add_argument("--route-tie-tol", type=float, default=2e-2,
+                    help="largest gap/max|choice| of an overridden gate decision")
     args = ap.parse_args(argv)
     if args.max_tokens < 1:
         ap.error("--max-tokens must be >= 1")
@@ -293,8 +331,15 @@ def main(argv=None):
     for p in prompts:
         if not p or min(p) < 0 or max(p) >= vocab:
             ap.error(f"bad prompt {p} for vocab_size {vocab}")
+    routes = None
+    if args.follow_routes:
+        from routing_flips import read_trace
+        routes = read_trace(args.follow_routes)
     all_logits, all_tokens = [], []
     for p in prompts:
+        if routes is not None:
+            s = len(all_tokens)
+            model.follow = {pos: layers for (seq, pos), layers in routes.items() if seq == s}
         logits, toks = generate(model, p, args.max_tokens)
         all_logits.append(logits.numpy().astype(np.float32))
         all_tokens.append(toks)
@@ -305,6 +350,17 @@ def main(argv=None):
     np.save(args.logits_out, np.stack(all_logits))
     with open(args.tokens_out, "w") as f:
         json.dump({"tokens": all_tokens}, f)
+    if routes is not None:
+        # Each position is routed again at every later step; report each decision once.
+        gaps = {(l, t): g for l, t, g in model.tie_gaps}
+        worst = max(gaps.values(), default=0.0)
+        print(f"routing: followed the engine; it differs in {len(gaps)} gate decisions "
+              f"(layer, position), largest gap/max|choice| {worst:.2e} (tol {args.route_tie_tol:g})",
+              file=sys.stderr)
+        if worst > args.route_tie_tol:
+            print("FAIL: the engine's routing differs from the reference's beyond a near tie",
+                  file=sys.stderr)
+            sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -217,6 +217,26 @@ class GateTest(unittest.TestCase):
         self.assertEqual(set(got), {4, 2})  # bias picks expert 4, weight still uses s
         self.assertAlmostEqual(got[4], 2.5 * 0.55 / 1.15)
 
+    def test_follow_route_takes_the_engines_experts_and_measures_the_gap(self):
+        cfg = {**self.base, "topk_method": "greedy", "scoring_func": "softmax",
+               "num_hidden_layers": 1, "first_k_dense_replace": 0}
+        logits = [math.log(p) for p in [0.30, 0.28, 0.27, 0.05, 0.04, 0.03, 0.02, 0.01]]
+        w = {"model.layers.0.mlp.gate.weight": np.array(logits, dtype=np.float64)[:, None]}
+        m = stub_model(cfg, w)
+        m.tie_gaps = []
+        x = torch.ones(1, 1, dtype=ref.DT)
+        m.follow = {0: [[0, 1]]}  # the reference's own choice: nothing overridden
+        idx, _ = m.route(0, x)
+        self.assertEqual(sorted(idx[0].tolist()), [0, 1])
+        self.assertEqual(m.tie_gaps, [])
+        m.follow = {0: [[0, 2]]}  # 2 instead of 1: a gap of 0.28 - 0.27 of max 0.30
+        idx, wt = m.route(0, x)
+        self.assertEqual(sorted(idx[0].tolist()), [0, 2])
+        self.assertAlmostEqual(dict(zip(idx[0].tolist(), wt[0].tolist()))[2], 2.5 * 0.27 / 0.57)
+        (layer, pos, gap), = m.tie_gaps
+        self.assertEqual((layer, pos), (0, 0))
+        self.assertAlmostEqual(gap, 0.01 / 0.30)
+
     def test_random_against_naive(self):
         rng = np.random.default_rng(3)
         for method, func in [("noaux_tc", "sigmoid"), ("greedy", "softmax"),
