@@ -1,7 +1,5 @@
 // `epserve bench ...`: benchmarks that print what they measure (tables, or one JSON object
 // with --json). Field names are documented in docs/benchmarks.md.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -11,6 +9,7 @@
 #include "kernels/membw.h"
 #include "runtime/decode_bench.h"
 #include "runtime/loaded_model.h"
+#include "tools/bench_model.h"
 #include "tools/command.h"
 #include "tools/flag_checks.h"
 
@@ -19,28 +18,18 @@ namespace epserve::tools {
 namespace {
 
 struct DecodeFlags {
-  std::string model;
-  std::string dtype = "fp8";
+  BenchModelFlags model;
   std::vector<int> batches = {1, 8, 32};
   int prompt_len = 64, steps = 16, threads = 0;
   double bw_gib = 1.0;
-  std::string weights = "copied";
   std::string compute = "exact";
   bool json = false;
 };
 
 Status RunDecode(const DecodeFlags& f) {
-  std::string dir = f.model;
-  if (dir.empty()) {
-    auto progress = [](int done, int total) {
-      if (::isatty(2))
-        std::fprintf(stderr, "\rwrote shard %d/%d%s", done, total, done == total ? "\n" : "");
-    };
-    ASSIGN_OR_RETURN(dir, EnsurePresetModel("bench", f.dtype == "fp8", 4, progress));
-  }
-  ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {.memory = f.weights == "copied"
-                                                              ? LoadOptions::Memory::kCopied
-                                                              : LoadOptions::Memory::kMapped}));
+  ASSIGN_OR_RETURN(BenchModel bm, LoadBenchModel(f.model));
+  const std::string& dir = bm.dir;
+  const LoadedModel* loaded = bm.loaded.get();
   // Checked before the bandwidth probe, which takes seconds.
   const int context = loaded->config.max_position_embeddings;
   if (f.prompt_len + f.steps + 1 > context)
@@ -178,9 +167,7 @@ void RegisterBenchCommand(CLI::App& app, CommandContext& ctx) {
       "measured in the same run (streaming read; STREAM triad printed beside it); FLOPs per step\n"
       "against the engine's best GEMM rate measured in the same run, giving the least time a step\n"
       "can take and the best fraction of bandwidth this machine's compute allows.");
-  decode->add_option("--model", f->model, "checkpoint directory (default: the bench preset)");
-  decode->add_option("--dtype", f->dtype, "bf16 | fp8, for the default bench model")
-      ->capture_default_str();
+  AddBenchModelFlags(decode, &f->model);
   decode->add_option("--batches", f->batches, "batch sizes (comma-separated)")
       ->delimiter(',')
       ->check(IntRange(1, 4096))
@@ -195,13 +182,6 @@ void RegisterBenchCommand(CLI::App& app, CommandContext& ctx) {
       ->check(ThreadCount());
   decode->add_option("--bandwidth-gib", f->bw_gib, "buffer size of the bandwidth probe, GiB")
       ->check(RealRange(0.001, 1024))
-      ->capture_default_str();
-  decode
-      ->add_option(
-          "--weights", f->weights,
-          "mapped: stream weights from the checkpoint's file mapping; copied: copy them once "
-          "into anonymous memory on huge pages")
-      ->check(CLI::IsMember({"mapped", "copied"}))
       ->capture_default_str();
   AddComputeFlag(decode, &f->compute);
   decode->add_flag("--json", f->json, "print one JSON object instead of the table");

@@ -1,15 +1,13 @@
 // `epserve bench prefill`: the prompt-processing rate of one long prompt, warm, as llama-bench
 // measures `pp512` (runtime/prefill_bench.h; docs/benchmarks.md, "Side by side with
 // ik_llama.cpp").
-#include <unistd.h>
-
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "kernels/matmul_fast.h"
-#include "runtime/loaded_model.h"
 #include "runtime/prefill_bench.h"
+#include "tools/bench_model.h"
 #include "tools/command.h"
 #include "tools/flag_checks.h"
 
@@ -18,26 +16,16 @@ namespace epserve::tools {
 namespace {
 
 struct PrefillFlags {
-  std::string model;
-  std::string dtype = "fp8";
+  BenchModelFlags model;
   int tokens = 512, step_tokens = 0, repeats = 3, threads = 0;
-  std::string weights = "copied";
   std::string compute = "exact";
   bool json = false;
 };
 
 Status Run(const PrefillFlags& f) {
-  std::string dir = f.model;
-  if (dir.empty()) {
-    auto progress = [](int done, int total) {
-      if (::isatty(2))
-        std::fprintf(stderr, "\rwrote shard %d/%d%s", done, total, done == total ? "\n" : "");
-    };
-    ASSIGN_OR_RETURN(dir, EnsurePresetModel("bench", f.dtype == "fp8", 4, progress));
-  }
-  ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {.memory = f.weights == "copied"
-                                                              ? LoadOptions::Memory::kCopied
-                                                              : LoadOptions::Memory::kMapped}));
+  ASSIGN_OR_RETURN(BenchModel bm, LoadBenchModel(f.model));
+  const std::string& dir = bm.dir;
+  const LoadedModel* loaded = bm.loaded.get();
   ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
   ASSIGN_OR_RETURN(PrefillBenchResult r, RunPrefillBench(*loaded, pool,
                                                          {.tokens = f.tokens,
@@ -103,10 +91,7 @@ void AddBenchPrefillCommand(CLI::App* bench, CommandContext& ctx) {
       "Prompt processing of one long prompt on the bench model (generated on first use), as\n"
       "llama-bench's pp test: one untimed warm-up prefill, then --repeats timed prefills into an\n"
       "emptied cache; tokens/s of each, their mean and spread, and where the time goes.");
-  cmd->add_option("--model", f->model, "checkpoint directory (default: the bench preset)");
-  cmd->add_option("--dtype", f->dtype, "bf16 | fp8, for the default bench model")
-      ->check(CLI::IsMember({"bf16", "fp8"}))
-      ->capture_default_str();
+  AddBenchModelFlags(cmd, &f->model);
   cmd->add_option("--tokens", f->tokens, "prompt length")->check(AtLeast(1))->capture_default_str();
   cmd->add_option("--step-tokens", f->step_tokens,
                   "tokens per forward step (0: the whole prompt in one step, as llama-bench "
@@ -117,11 +102,6 @@ void AddBenchPrefillCommand(CLI::App* bench, CommandContext& ctx) {
       ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--threads", f->threads, "worker threads (0: all cores)")->check(ThreadCount());
-  cmd->add_option("--weights", f->weights,
-                  "mapped: stream weights from the checkpoint's file mapping; copied: copy them "
-                  "once into anonymous memory on huge pages")
-      ->check(CLI::IsMember({"mapped", "copied"}))
-      ->capture_default_str();
   AddComputeFlag(cmd, &f->compute);
   cmd->add_flag("--json", f->json, "print one JSON object instead of the table");
   cmd->callback([f, &ctx] {
