@@ -504,18 +504,9 @@ Status Model::AttentionIn(int l, const KvBlocks& cache, Workspace& w) {
       std::memcpy(qp, &w.q[(t * heads + h) * qhd + nope], R * sizeof(float));
       kernels::ApplyRope(qp, rope_.Row(w.token_pos[t]), R);
     }
-  // All heads' W_uk products in one parallel loop.
-  w.uk_args.resize(heads);
-  for (int h = 0; h < heads; ++h) {
-    w.uk_args[h] = {.x = &w.q[h * qhd],
-                    .x_stride = heads * qhd,
-                    .num_rows = T,
-                    .w = a.kv_b.RowSlice(static_cast<int64_t>(h0 + h) * (nope + vd), nope),
-                    .y = &w.q_abs[h * L],
-                    .y_stride = static_cast<int64_t>(heads) * L};
-  }
+  // All heads' W_uk products in one parallel loop: exact on W_uk (MatMulT), or with
+  // --compute fast as MatMuls on W_ukᵀ (absorbed_uk.h).
   if (!uk_t_.empty()) {
-    // --compute fast: the same products as MatMuls on W_ukᵀ (absorbed_uk.h).
     w.uk_fast_args.resize(heads);
     for (int h = 0; h < heads; ++h)
       w.uk_fast_args[h] = {.x = &w.q[h * qhd],
@@ -527,6 +518,14 @@ Status Model::AttentionIn(int l, const KvBlocks& cache, Workspace& w) {
                            .compute = compute_};
     kernels::MatMulBatch(w.uk_fast_args, pool_);
   } else {
+    w.uk_args.resize(heads);
+    for (int h = 0; h < heads; ++h)
+      w.uk_args[h] = {.x = &w.q[h * qhd],
+                      .x_stride = heads * qhd,
+                      .num_rows = T,
+                      .w = a.kv_b.RowSlice(static_cast<int64_t>(h0 + h) * (nope + vd), nope),
+                      .y = &w.q_abs[h * L],
+                      .y_stride = static_cast<int64_t>(heads) * L};
     kernels::MatMulTBatch(w.uk_args, pool_);
   }
   times_.gemm += NowSeconds() - t0;
