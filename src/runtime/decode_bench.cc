@@ -6,33 +6,9 @@
 #include <string>
 
 #include "model/model.h"
+#include "runtime/weight_work.h"
 
 namespace epserve {
-
-namespace {
-
-// What a decode step moves through one weight: its bytes, or its elements (the multiply-adds
-// per token).
-using Measure = double (*)(const WeightView&);
-double Bytes(const WeightView& v) { return v.empty() ? 0 : static_cast<double>(v.Bytes()); }
-double Elements(const WeightView& v) { return v.empty() ? 0 : static_cast<double>(v.rows) * v.cols; }
-
-double Mlp(const MlpWeights& m, Measure f) { return m.empty() ? 0 : f(m.gate) + f(m.up) + f(m.down); }
-
-// Summed over every weight a decode step reads regardless of routing (kv_b counts once: its
-// W_uk rows absorb into the query, its W_uv rows expand the attention output).
-double Dense(const ModelWeights& w, Measure f) {
-  double sum = f(w.lm_head);
-  for (const auto& l : w.layers) {
-    const auto& a = l.attn;
-    for (const WeightView* v : {&a.q_a, &a.q_b, &a.q, &a.kv_a, &a.kv_b, &a.o}) sum += f(*v);
-    sum += Mlp(l.dense, f);
-    if (l.moe) sum += f(l.moe->router) + Mlp(l.moe->shared, f);
-  }
-  return sum;
-}
-
-}  // namespace
 
 double DecodeStepBandwidthMs(const DecodeBenchRow& r, double read_gbps) {
   return (r.weight_bytes_per_step + r.kv_bytes_per_step) / (read_gbps * 1e9) * 1e3;
@@ -56,8 +32,8 @@ StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, Thre
     if (b < 1) return Status::InvalidArgument("bench decode: --batches must be at least 1, got " + std::to_string(b));
   if (opt.prompt_len + opt.decode_steps + 1 > c.max_position_embeddings)
     return Status::InvalidArgument("bench decode: --prompt-len + --steps exceed the model's context");
-  const double dense = Dense(w, Bytes);
-  const double dense_macs = Dense(w, Elements);
+  const double dense = DenseWork(w, WeightBytes);
+  const double dense_macs = DenseWork(w, WeightElements);
   // Attention per token, layer and head, per cached position: a score over the latent and
   // rotary parts, then the latent value.
   const double attn_macs_per_position =
@@ -105,11 +81,11 @@ StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, Thre
       const double weights_before = weight_bytes;
       weight_bytes += dense;
       for (int l = 0; l < c.num_hidden_layers; ++l) {
-        for (int e : touched[l]) weight_bytes += Mlp(w.layers[l].moe->experts[e], Bytes);
+        for (int e : touched[l]) weight_bytes += MlpWork(w.layers[l].moe->experts[e], WeightBytes);
         experts += static_cast<double>(touched[l].size());
         if (!touched[l].empty())  // every token takes top_k experts of the same shape
           routed_macs += static_cast<double>(batch) * c.num_experts_per_tok *
-                         Mlp(w.layers[l].moe->experts[*touched[l].begin()], Elements);
+                         MlpWork(w.layers[l].moe->experts[*touched[l].begin()], WeightElements);
       }
       steps.emplace_back(dt, weight_bytes - weights_before + kv_step);
     }

@@ -5,29 +5,19 @@
 #include <string>
 
 #include "model/kv_cache.h"
+#include "runtime/weight_work.h"
 
 namespace epserve {
 
 namespace {
 
-double Macs(const WeightView& v) { return v.empty() ? 0 : static_cast<double>(v.rows) * v.cols; }
-double MlpMacs(const MlpWeights& m) {
-  return m.empty() ? 0 : Macs(m.gate) + Macs(m.up) + Macs(m.down);
-}
-
-// Multiply-adds of the projections one token goes through (kv_b once: W_uk absorbed into the
-// query, W_uv expanding the output); the last token's lm_head is left out, as it is one row.
+// Multiply-adds of the projections one token goes through: every dense weight but the LM head
+// (the last token's is one row) and top-k routed experts per MoE layer.
 double MacsPerToken(const ModelConfig& c, const ModelWeights& w) {
-  double sum = 0;
-  for (const auto& l : w.layers) {
-    const auto& a = l.attn;
-    for (const WeightView* v : {&a.q_a, &a.q_b, &a.q, &a.kv_a, &a.kv_b, &a.o}) sum += Macs(*v);
-    sum += MlpMacs(l.dense);
-    if (l.moe) {
-      sum += Macs(l.moe->router) + MlpMacs(l.moe->shared);
-      if (!l.moe->experts.empty()) sum += c.num_experts_per_tok * MlpMacs(l.moe->experts[0]);
-    }
-  }
+  double sum = DenseWork(w, WeightElements) - WeightElements(w.lm_head);
+  for (const auto& l : w.layers)
+    if (l.moe && !l.moe->experts.empty())
+      sum += c.num_experts_per_tok * MlpWork(l.moe->experts[0], WeightElements);
   return sum;
 }
 
