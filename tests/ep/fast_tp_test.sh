@@ -9,29 +9,18 @@ set -euo pipefail
 EPSERVE=$1 WORK=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/mpi_env.sh"
+source "$HERE/generate_runs.sh"
 rm -rf "$WORK" && mkdir -p "$WORK"
 "$EPSERVE" make-model --preset tiny --dtype fp8 --seed 9 --out "$WORK/model" >/dev/null
 P=(--prompt-ids 17 --prompt-ids "$(seq -s, 1 7)" --prompt-ids "$(seq -s, 200 232)")
-run() {  # run NAME [launcher...] -- [generate args...]
-  local name=$1
-  shift
-  local launch=()
-  while [[ $1 != -- ]]; do launch+=("$1"); shift; done
-  shift
-  timeout 300 "${launch[@]}" "$EPSERVE" generate --model "$WORK/model" "${P[@]}" --max-tokens 6 \
-    --ignore-eos --compute fast --logits-out "$WORK/$name.npy" --tokens-out "$WORK/$name.json" "$@" \
-    >"$WORK/$name.out" 2>"$WORK/$name.err" || { echo "FAIL: $name"; cat "$WORK/$name.err"; exit 1; }
-}
-run one -- --expert-input fp8
+MAX_TOKENS=6
+run one -- --compute fast --expert-input fp8
 if grep -q "^compute: fast (no " "$WORK/one.out"; then
   echo "SKIP: this CPU has no fast kernel (AMX or AVX512-BF16): --compute fast runs exact here"
   exit 77
 fi
 grep "^compute: fast" "$WORK/one.out"
-run ep2 "${MPIRUN[@]}" -np 2 -- --timeout 120
-run tp2 "${MPIRUN[@]}" -np 2 -- --tp 2 --timeout 120
-for name in ep2 tp2; do
-  cmp "$WORK/one.json" "$WORK/$name.json" && cmp "$WORK/one.npy" "$WORK/$name.npy" ||
-    { echo "FAIL: $name differs from one process"; exit 1; }
-  echo "$name = one process"
-done
+run ep2 "${MPIRUN[@]}" -np 2 -- --compute fast --timeout 120
+run tp2 "${MPIRUN[@]}" -np 2 -- --compute fast --tp 2 --timeout 120
+same ep2 one
+same tp2 one

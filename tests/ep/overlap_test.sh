@@ -11,26 +11,13 @@ set -euo pipefail
 EPSERVE=$1 WORK=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/mpi_env.sh"
+source "$HERE/generate_runs.sh"
 rm -rf "$WORK" && mkdir -p "$WORK"
 "$EPSERVE" make-model --preset tiny --dtype fp8 --seed 5 --out "$WORK/model" >/dev/null
 P=(--prompt-ids 10 --prompt-ids "$(seq -s, 60 66)" --prompt-ids "$(seq -s, 110 142)" --prompt-ids 160,161,162)
-run() {  # run NAME [launcher...] -- [generate args...]
-  local name=$1
-  shift
-  local launch=()
-  while [[ $1 != -- ]]; do launch+=("$1"); shift; done
-  shift
-  timeout 300 "${launch[@]}" "$EPSERVE" generate --model "$WORK/model" "${P[@]}" --max-tokens 12 \
-    --ignore-eos --logits-out "$WORK/$name.npy" --tokens-out "$WORK/$name.json" "$@" \
-    >"$WORK/$name.out" 2>"$WORK/$name.err" || { echo "FAIL: $name"; cat "$WORK/$name.err"; exit 1; }
-}
+MAX_TOKENS=12
 split() {  # split NAME: prints "S of N"; S passes of N ran as two micro-batches
   sed -nE 's/^overlap: [a-z]+, ([0-9]+) of ([0-9]+) passes in two micro-batches$/\1 of \2/p' "$WORK/$1.out"
-}
-same() {  # same A B: identical tokens and logits files
-  cmp "$WORK/$1.json" "$WORK/$2.json" && cmp "$WORK/$1.npy" "$WORK/$2.npy" ||
-    { echo "FAIL: $1 differs from $2"; exit 1; }
-  echo "$1 = $2"
 }
 
 # One process.
