@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_i8.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/grouped_gemm.cc"
@@ -20,8 +21,8 @@ HWY_BEFORE_NAMESPACE();
 namespace epserve::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-constexpr int64_t kTileI = 256;       // intermediate rows (of gate and up) per work item
-constexpr int64_t kTileH = 256;       // hidden rows (of down) per work item
+constexpr int64_t kTileI = 256;      // intermediate rows (of gate and up) per work item
+constexpr int64_t kTileH = 256;      // hidden rows (of down) per work item
 constexpr int64_t kChunkRows = 128;  // group rows multiplied per gate/up call (stack buffers)
 
 // Work item `item` of a pass with tiles_per_group items per non-empty group, as (group, tile).
@@ -138,6 +139,45 @@ void DownItems(const GroupedMlpArgs& a, int64_t hidden, int64_t inter, int64_t i
   }
 }
 
+// The int8 passes (weights of kI8Packed): the same items, on the rows quantized once per pass.
+void GateUpItemsI8(const GroupedMlpArgs& a, const QuantizedRowsView& qx, int64_t inter,
+                   int64_t item_begin, int64_t item_end) {
+  const int64_t tiles = (inter + kTileI - 1) / kTileI;
+  HWY_ALIGN_MAX float gate[kChunkRows * kTileI];
+  HWY_ALIGN_MAX float up[kChunkRows * kTileI];
+  ItemCursor c = FindItem(a, tiles, item_begin);
+  for (int64_t item = item_begin; item < item_end; ++item, Advance(a, tiles, c)) {
+    const ExpertMlpWeights& w = a.experts[c.group];
+    const int64_t row0 = a.offsets[c.group], rows = a.offsets[c.group + 1] - row0;
+    const int64_t i0 = c.tile * kTileI, ti = std::min(kTileI, inter - i0);
+    for (int64_t r0 = 0; r0 < rows; r0 += kChunkRows) {
+      const int64_t rc = std::min(kChunkRows, rows - r0);
+      I8MatMulArgs m{
+          .x = qx.Rows(row0 + r0, rc), .w = w.gate.RowSlice(i0, ti), .y = gate, .y_stride = kTileI};
+      I8MatMulRows(m, 0, ti);
+      m.w = w.up.RowSlice(i0, ti);
+      m.y = up;
+      I8MatMulRows(m, 0, ti);
+      SiluMulTile(gate, up, rc, ti, kTileI, a.h + (row0 + r0) * inter + i0, inter);
+    }
+  }
+}
+
+void DownItemsI8(const GroupedMlpArgs& a, const QuantizedRowsView& qh, int64_t hidden,
+                 int64_t item_begin, int64_t item_end) {
+  const int64_t tiles = (hidden + kTileH - 1) / kTileH;
+  ItemCursor c = FindItem(a, tiles, item_begin);
+  for (int64_t item = item_begin; item < item_end; ++item, Advance(a, tiles, c)) {
+    const int64_t row0 = a.offsets[c.group], rows = a.offsets[c.group + 1] - row0;
+    const int64_t h0 = c.tile * kTileH;
+    I8MatMulRows({.x = qh.Rows(row0, rows),
+                  .w = a.experts[c.group].down,
+                  .y = a.out + row0 * hidden,
+                  .y_stride = hidden},
+                 h0, std::min(hidden, h0 + kTileH));
+  }
+}
+
 int64_t TileI() { return kTileI; }
 int64_t TileH() { return kTileH; }
 
@@ -149,12 +189,15 @@ namespace epserve::kernels {
 
 HWY_EXPORT(GateUpItems);
 HWY_EXPORT(DownItems);
+HWY_EXPORT(GateUpItemsI8);
+HWY_EXPORT(DownItemsI8);
 HWY_EXPORT(TileI);
 HWY_EXPORT(TileH);
 
 namespace {
 struct Dims {
   int64_t hidden = 0, inter = 0, active_groups = 0;
+  bool int8 = false;  // every projection kI8Packed (else none is)
 };
 Dims GroupDims(const GroupedMlpArgs& a) {
   Dims d;
@@ -165,7 +208,11 @@ Dims GroupDims(const GroupedMlpArgs& a) {
     if (d.active_groups++ == 0) {
       d.hidden = w.gate.cols;
       d.inter = w.gate.rows;
+      d.int8 = w.gate.dtype == DType::kI8Packed;
     }
+    for (const WeightView* v : {&w.gate, &w.up, &w.down})
+      CHECK((v->dtype == DType::kI8Packed) == d.int8)
+          << "group " << g << " mixes int8 and other weights";
     CHECK(w.gate.cols == d.hidden && w.up.cols == d.hidden && w.down.rows == d.hidden)
         << "group " << g;
     CHECK(w.gate.rows == d.inter && w.up.rows == d.inter && w.down.cols == d.inter)
@@ -173,11 +220,44 @@ Dims GroupDims(const GroupedMlpArgs& a) {
   }
   return d;
 }
+
+// rows x cols floats at x into q, in parallel over the rows.
+void QuantizeParallel(const float* x, int64_t rows, int64_t cols, ThreadPool& pool,
+                      QuantizedRows& q) {
+  ResizeQuantizedRows(rows, cols, q);
+  const size_t grain = static_cast<size_t>(std::max<int64_t>(1, 8192 / cols));
+  pool.ParallelFor(static_cast<size_t>(rows), grain, [&](size_t b, size_t e, int) {
+    QuantizeRowRange(x, cols, cols, static_cast<int64_t>(b), static_cast<int64_t>(e), q);
+  });
+}
+
+void GroupedMlpI8(const GroupedMlpArgs& a, const Dims& d, ThreadPool& pool) {
+  const int64_t tile_i = HWY_DYNAMIC_DISPATCH(TileI)(), tile_h = HWY_DYNAMIC_DISPATCH(TileH)();
+  const int64_t rows = a.offsets[a.num_groups];
+  // The caller's buffers, by reference: the workers read them.
+  thread_local QuantizedRows per_thread_x, per_thread_h;
+  QuantizedRows &qx = per_thread_x, &qh = per_thread_h;
+  QuantizeParallel(a.x, rows, d.hidden, pool, qx);
+  const auto gate_up = HWY_DYNAMIC_DISPATCH(GateUpItemsI8);
+  const QuantizedRowsView x = qx.View();
+  pool.ParallelFor(d.active_groups * ((d.inter + tile_i - 1) / tile_i), 1,
+                   [&](size_t b, size_t e, int) {
+                     gate_up(a, x, d.inter, static_cast<int64_t>(b), static_cast<int64_t>(e));
+                   });
+  QuantizeParallel(a.h, rows, d.inter, pool, qh);
+  const auto down = HWY_DYNAMIC_DISPATCH(DownItemsI8);
+  const QuantizedRowsView h = qh.View();
+  pool.ParallelFor(d.active_groups * ((d.hidden + tile_h - 1) / tile_h), 1,
+                   [&](size_t b, size_t e, int) {
+                     down(a, h, d.hidden, static_cast<int64_t>(b), static_cast<int64_t>(e));
+                   });
+}
 }  // namespace
 
 void GroupedMlp(const GroupedMlpArgs& a, ThreadPool& pool) {
   const Dims d = GroupDims(a);
   if (d.active_groups == 0) return;
+  if (d.int8) return GroupedMlpI8(a, d, pool);
   const auto gate_up = HWY_DYNAMIC_DISPATCH(GateUpItems);
   const auto down = HWY_DYNAMIC_DISPATCH(DownItems);
   const int64_t tile_i = HWY_DYNAMIC_DISPATCH(TileI)(), tile_h = HWY_DYNAMIC_DISPATCH(TileH)();
@@ -200,15 +280,24 @@ void GroupedMlpReference(const GroupedMlpArgs& a) {
     const ExpertMlpWeights& w = a.experts[grp];
     g.resize(rows * d.inter);
     u.resize(rows * d.inter);
-    MatMulReference(
-        {.x = a.x + row0 * d.hidden, .num_rows = rows, .w = w.gate, .y = g.data(), .compute = a.compute});
-    MatMulReference(
-        {.x = a.x + row0 * d.hidden, .num_rows = rows, .w = w.up, .y = u.data(), .compute = a.compute});
+    MatMulReference({.x = a.x + row0 * d.hidden,
+                     .num_rows = rows,
+                     .w = w.gate,
+                     .y = g.data(),
+                     .compute = a.compute});
+    MatMulReference({.x = a.x + row0 * d.hidden,
+                     .num_rows = rows,
+                     .w = w.up,
+                     .y = u.data(),
+                     .compute = a.compute});
     float* h = a.h + row0 * d.inter;
     for (int64_t i = 0; i < rows * d.inter; ++i)
       h[i] = static_cast<float>(g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i]);
-    MatMulReference(
-        {.x = h, .num_rows = rows, .w = w.down, .y = a.out + row0 * d.hidden, .compute = a.compute});
+    MatMulReference({.x = h,
+                     .num_rows = rows,
+                     .w = w.down,
+                     .y = a.out + row0 * d.hidden,
+                     .compute = a.compute});
   }
 }
 

@@ -37,6 +37,8 @@ const char* BenchDTypeName(DType dtype) {
       return "bf16";
     case DType::kF8E4M3:
       return "fp8";
+    case DType::kI8Packed:
+      return "int8";
   }
   return "?";
 }

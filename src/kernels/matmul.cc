@@ -7,6 +7,9 @@
 #include <cstring>
 #include <vector>
 
+#include "base/check.h"
+#include "kernels/matmul_i8.h"
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matmul.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -37,8 +40,8 @@ constexpr int kTRows = kVecRegs == 32 ? 4 : 2;
 template <int kRows, class DF>
 HWY_INLINE void SlabTile(DF df, const float* HWY_RESTRICT x, int64_t x_stride,
                          const float* HWY_RESTRICT row_scale, const float* HWY_RESTRICT slab,
-                         int64_t slab_stride, int64_t nn,
-                         float* HWY_RESTRICT acc_rows, int64_t acc_stride, int vecs) {
+                         int64_t slab_stride, int64_t nn, float* HWY_RESTRICT acc_rows,
+                         int64_t acc_stride, int vecs) {
   using V = hn::Vec<DF>;
   const int64_t L = static_cast<int64_t>(hn::Lanes(df));
   V acc[kRows][kTVecs];
@@ -172,14 +175,16 @@ void MatMulTColumnsDirect(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) 
         V xs[kM];
         for (int m = 0; m < kM; ++m) xs[m] = hn::Set(df, xn[m] * s);
         for (; j < block_end; j += L) {
-          const V w = j + L <= block_end ? LoadWeight<kDType>(df, row.data, c0 + j)
-                                         : LoadWeightTail<kDType>(df, row.data, c0 + j, block_end - j);
+          const V w = j + L <= block_end
+                          ? LoadWeight<kDType>(df, row.data, c0 + j)
+                          : LoadWeightTail<kDType>(df, row.data, c0 + j, block_end - j);
           for (int m = 0; m < kM; ++m)
             hn::Store(hn::MulAdd(xs[m], w, hn::Load(df, acc[m] + j)), df, acc[m] + j);
         }
       }
     }
-    for (int m = 0; m < kM; ++m) std::memcpy(a.y + m * a.y_stride + c0, acc[m], cols * sizeof(float));
+    for (int m = 0; m < kM; ++m)
+      std::memcpy(a.y + m * a.y_stride + c0, acc[m], cols * sizeof(float));
   }
 }
 
@@ -207,7 +212,10 @@ void MatMulTColumns(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) {
       return MatMulTColumnsDispatch<DType::kBF16>(a, k_begin, k_end);
     case DType::kF8E4M3:
       return MatMulTColumnsDispatch<DType::kF8E4M3>(a, k_begin, k_end);
+    case DType::kI8Packed:
+      break;
   }
+  CHECK(false) << "MatMulT of " << DTypeName(a.w.dtype) << " weights";
 }
 
 }  // namespace epserve::kernels::HWY_NAMESPACE
@@ -273,6 +281,47 @@ void ForEachUnit(std::span<const Args> problems, ThreadPool& pool, Extent extent
     }
   });
 }
+
+// The inputs of a batch's int8 problems, quantized once for all threads: problem p reads
+// inputs[index[p]] (problems with the same x share one), -1 for other weights.
+struct QuantizedInputs {
+  std::vector<QuantizedRows> inputs;
+  std::vector<int> index;
+};
+
+void QuantizeInputs(std::span<const MatMulArgs> live, ThreadPool& pool, QuantizedInputs& q) {
+  q.index.assign(live.size(), -1);
+  std::vector<size_t> owner;  // the problem each input was quantized from
+  for (size_t p = 0; p < live.size(); ++p) {
+    const MatMulArgs& a = live[p];
+    if (a.w.dtype != DType::kI8Packed) continue;
+    for (size_t i = 0; i < owner.size() && q.index[p] < 0; ++i) {
+      const MatMulArgs& o = live[owner[i]];
+      if (o.x == a.x && o.x_stride == a.x_stride && o.num_rows == a.num_rows &&
+          o.w.cols == a.w.cols)
+        q.index[p] = static_cast<int>(i);
+    }
+    if (q.index[p] >= 0) continue;
+    q.index[p] = static_cast<int>(owner.size());
+    owner.push_back(p);
+    if (q.inputs.size() < owner.size()) q.inputs.resize(owner.size());
+    ResizeQuantizedRows(a.num_rows, a.w.cols, q.inputs[q.index[p]]);
+  }
+  for (size_t i = 0; i < owner.size(); ++i) {
+    const MatMulArgs& a = live[owner[i]];
+    const size_t grain =
+        static_cast<size_t>(std::max<int64_t>(1, 8192 / std::max<int64_t>(1, a.w.cols)));
+    auto quantize = [&](size_t b, size_t e, int) {
+      QuantizeRowRange(a.x, a.w.cols, a.x_stride, static_cast<int64_t>(b), static_cast<int64_t>(e),
+                       q.inputs[i]);
+    };
+    if (static_cast<size_t>(a.num_rows) <= grain) {
+      quantize(0, static_cast<size_t>(a.num_rows), 0);
+    } else {
+      pool.ParallelFor(static_cast<size_t>(a.num_rows), grain, quantize);
+    }
+  }
+}
 }  // namespace
 
 void MatMulBatch(std::span<const MatMulArgs> problems, ThreadPool& pool) {
@@ -280,11 +329,25 @@ void MatMulBatch(std::span<const MatMulArgs> problems, ThreadPool& pool) {
   live.reserve(problems.size());
   for (const MatMulArgs& p : problems)
     if (p.num_rows > 0 && p.w.rows > 0) live.push_back(Resolved(p));
+  // Grows to the largest batch this thread has run. (A reference: the workers must see the
+  // caller's buffers, not their own thread_local ones.)
+  thread_local QuantizedInputs per_thread;
+  QuantizedInputs& quantized = per_thread;
+  QuantizeInputs(live, pool, quantized);
   const auto rows = HWY_DYNAMIC_DISPATCH(MatMulRows);
   ForEachUnit<MatMulArgs>(
       live, pool, [](const MatMulArgs& a) { return a.w.rows; },
       [](const MatMulArgs& a) { return RowGrain(a.w); },
-      [&](const MatMulArgs& a, int64_t b, int64_t e) { rows(a, b, e); });
+      [&](const MatMulArgs& a, int64_t b, int64_t e) {
+        const int q = quantized.index[&a - live.data()];
+        if (q < 0) return rows(a, b, e);
+        I8MatMulRows({.x = quantized.inputs[q].View(),
+                      .w = a.w,
+                      .y = a.y,
+                      .y_stride = a.y_stride,
+                      .accumulate = a.accumulate},
+                     b, e);
+      });
 }
 
 void MatMul(const MatMulArgs& args, ThreadPool& pool) { MatMulBatch({&args, 1}, pool); }

@@ -19,6 +19,7 @@
 #include "kernels/matmul.h"
 #include "kernels/matmul_decode-inl.h"
 #include "kernels/matmul_fast.h"
+#include "kernels/matmul_i8.h"
 #include "kernels/simd-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -246,6 +247,8 @@ HWY_INLINE void GemmRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
       return GemmRowsT<DType::kBF16>(a, n_begin, n_end);
     case DType::kF8E4M3:
       return GemmRowsT<DType::kF8E4M3>(a, n_begin, n_end);
+    case DType::kI8Packed:
+      return I8GemmRows(a, n_begin, n_end);
   }
 }
 

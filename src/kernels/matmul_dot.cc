@@ -19,6 +19,7 @@
 #include "base/aligned_vector.h"
 #include "base/check.h"
 #include "kernels/matmul_fast.h"
+#include "kernels/matmul_i8.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
@@ -468,6 +469,8 @@ void DotMatMulRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
       return DotRowsT<DType::kBF16>(a, n_begin, n_end);
     case DType::kF8E4M3:
       return DotRowsT<DType::kF8E4M3>(a, n_begin, n_end);
+    case DType::kI8Packed:
+      return I8GemmRows(a, n_begin, n_end);
   }
 }
 

@@ -6,6 +6,7 @@
 // file's own functions only (nothing inline from other headers is defined inside it), and is
 // reached only after the run-time check.
 #include "kernels/matmul_fast.h"
+#include "kernels/matmul_i8.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -204,6 +205,8 @@ void ConvertPanel(const WeightView& w, int64_t n0, int64_t n_end, int64_t k0, ui
       return ConvertPanelT<DType::kBF16>(w, n0, n_end, k0, panel);
     case DType::kF8E4M3:
       return ConvertPanelFp8(w, n0, n_end, k0, panel, scratch);
+    case DType::kI8Packed:
+      break;  // never reached: GemmRows runs int8 weights on the int8 kernel
   }
 }
 
@@ -425,6 +428,7 @@ const char* FastKernelName(FastKernel kernel) {
 }
 
 void FastMatMulRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
+  if (a.w.dtype == DType::kI8Packed) return I8GemmRows(a, n_begin, n_end);
   switch (FastMatMulKernel()) {
     case FastKernel::kAmx:
       return AmxMatMulRows(a, n_begin, n_end);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/matmul.h"
+#include "kernels/matmul_i8.h"
 
 namespace epserve::kernels {
 
@@ -31,6 +32,10 @@ void DequantizeRow(const WeightView& w, int64_t row, int64_t k_begin, int64_t co
         float s = scale_row[k / kFp8BlockSize];
         for (; k < block_end; ++k, ++i) out[i] = kFp8E4M3ToF32[src[k]] * s;
       }
+      return;
+    }
+    case DType::kI8Packed: {
+      for (int64_t i = 0; i < count; ++i) out[i] = I8PackedValue(w, row, k_begin + i);
       return;
     }
   }
@@ -73,6 +78,13 @@ void MatMulReference(const MatMulArgs& args) {
   const int64_t M = args.num_rows, N = w.rows, K = w.cols;
   const int64_t xs = args.x_stride ? args.x_stride : K;
   const int64_t ys = args.y_stride ? args.y_stride : N;
+  if (w.dtype == DType::kI8Packed) {  // int8 weights: the int8 kernel's own twin, any compute
+    QuantizedRows q;
+    QuantizeRowsScalar(args.x, M, K, xs, q);
+    I8MatMulRowsScalar(
+        {.x = q.View(), .w = w, .y = args.y, .y_stride = ys, .accumulate = args.accumulate}, 0, N);
+    return;
+  }
   const bool fast = args.compute == Compute::kFast;
   auto operand = [fast](float v) { return fast ? RoundToBf16(v) : v; };
   std::vector<float> row(K);

@@ -41,6 +41,8 @@ void Transpose(const WeightView& uk, DType dtype, uint8_t* out) {
             std::memcpy(out + 2 * o, &v, 2);
           }
           break;
+        case DType::kI8Packed:
+          CHECK(false) << "kv_b_proj is never requantized to int8";
       }
     }
 }

@@ -10,6 +10,7 @@ size_t DTypeSize(DType dtype) {
     case DType::kF32: return 4;
     case DType::kBF16: return 2;
     case DType::kF8E4M3: return 1;
+    case DType::kI8Packed: return 1;
   }
   return 0;
 }
@@ -19,6 +20,7 @@ const char* DTypeName(DType dtype) {
     case DType::kF32: return "F32";
     case DType::kBF16: return "BF16";
     case DType::kF8E4M3: return "F8_E4M3";
+    case DType::kI8Packed: return "I8_PACKED";
   }
   return "?";
 }

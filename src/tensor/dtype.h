@@ -11,11 +11,13 @@
 
 namespace epserve {
 
-enum class DType { kF32, kBF16, kF8E4M3 };
+// kI8Packed is not a checkpoint type: weights requantized to int8 at load (LoadOptions::
+// requant, docs/kernels.md "Int8 weights"), in the kernel's interleaved layout (weight_view.h).
+enum class DType { kF32, kBF16, kF8E4M3, kI8Packed };
 
-// Bytes per element.
+// Bytes per element (1 for kI8Packed, whose rows and scales are padded: WeightView::DataBytes).
 size_t DTypeSize(DType dtype);
-// safetensors spelling: "F32", "BF16", "F8_E4M3".
+// safetensors spelling: "F32", "BF16", "F8_E4M3" ("I8_PACKED", which no file holds).
 const char* DTypeName(DType dtype);
 // Parses the safetensors spelling; false if unknown.
 bool ParseDType(std::string_view name, DType* out);

@@ -8,7 +8,16 @@ WeightView WeightView::RowSlice(int64_t begin, int64_t count) const {
   CHECK(begin >= 0 && count >= 0 && begin + count <= rows);
   WeightView v = *this;
   v.rows = count;
-  v.data = static_cast<const uint8_t*>(data) + begin * cols * static_cast<int64_t>(DTypeSize(dtype));
+  if (dtype == DType::kI8Packed) {
+    CHECK(begin % kI8GroupRows == 0)
+        << "int8 weight rows sliced at " << begin << ", not a multiple of " << kI8GroupRows;
+    const int64_t groups = begin / kI8GroupRows;
+    v.data = static_cast<const uint8_t*>(data) + groups * ScaleCols() * kI8GroupBytes;
+    v.scale = scale + groups * ScaleCols() * kI8GroupRows;
+    return v;
+  }
+  v.data =
+      static_cast<const uint8_t*>(data) + begin * cols * static_cast<int64_t>(DTypeSize(dtype));
   if (dtype == DType::kF8E4M3) v.scale_row_offset = scale_row_offset + begin;
   return v;
 }
