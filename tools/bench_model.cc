@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "tools/flag_checks.h"
+
 namespace epserve::tools {
 
 void AddBenchModelFlags(CLI::App* cmd, BenchModelFlags* f) {
@@ -16,6 +18,7 @@ void AddBenchModelFlags(CLI::App* cmd, BenchModelFlags* f) {
                   "once into anonymous memory on huge pages")
       ->check(CLI::IsMember({"mapped", "copied"}))
       ->capture_default_str();
+  AddRequantFlag(cmd, &f->requant);
 }
 
 StatusOr<BenchModel> LoadBenchModel(const BenchModelFlags& f) {
@@ -27,9 +30,10 @@ StatusOr<BenchModel> LoadBenchModel(const BenchModelFlags& f) {
     };
     ASSIGN_OR_RETURN(m.dir, EnsurePresetModel("bench", f.dtype == "fp8", 4, progress));
   }
-  ASSIGN_OR_RETURN(
-      m.loaded, LoadModel(m.dir, {.memory = f.weights == "copied" ? LoadOptions::Memory::kCopied
-                                                                  : LoadOptions::Memory::kMapped}));
+  ASSIGN_OR_RETURN(m.loaded,
+                   LoadModel(m.dir, {.memory = f.weights == "copied" ? LoadOptions::Memory::kCopied
+                                                                     : LoadOptions::Memory::kMapped,
+                                     .requant = RequantFromFlag(f.requant)}));
   return m;
 }
 

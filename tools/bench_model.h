@@ -14,9 +14,10 @@ struct BenchModelFlags {
   std::string model;               // checkpoint directory; empty: the bench preset
   std::string dtype = "fp8";       // of the bench preset
   std::string weights = "copied";  // copied | mapped (LoadOptions::Memory)
+  std::string requant = "none";    // none | int8 (LoadOptions::Requant)
 };
 
-// --model, --dtype and --weights.
+// --model, --dtype, --weights and --requant.
 void AddBenchModelFlags(CLI::App* cmd, BenchModelFlags* flags);
 
 struct BenchModel {

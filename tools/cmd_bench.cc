@@ -56,6 +56,7 @@ Status RunDecode(const DecodeFlags& f) {
     j["model"] = dir;
     j["threads"] = pool.num_threads();
     j["compute"] = f.compute;
+    j["requant"] = f.model.requant;
     j["fast_kernel_available"] = kernels::FastMatMulAvailable();
     j["fast_kernel"] = kernels::FastKernelName(kernels::FastMatMulKernel());
     j["read_bandwidth_gbps"] = bw.read_gbps;
@@ -95,8 +96,8 @@ Status RunDecode(const DecodeFlags& f) {
     std::printf("%s\n", j.dump(2).c_str());
     return Status::Ok();
   }
-  std::printf("model: %s, threads: %d, compute: %s\n", dir.c_str(), pool.num_threads(),
-              ComputeNote(f.compute).c_str());
+  std::printf("model: %s, threads: %d, compute: %s, requant: %s\n", dir.c_str(), pool.num_threads(),
+              ComputeNote(f.compute).c_str(), RequantNote(f.model.requant).c_str());
   std::printf("measured bandwidth: streaming read %.2f GB/s, STREAM triad %.2f GB/s\n",
               bw.read_gbps, bw.triad_gbps);
   std::printf("(mean over %d steps; 'median' = the median step by time, its own bytes / time)\n",

@@ -41,6 +41,7 @@ Status Run(const PrefillFlags& f) {
     j["model"] = dir;
     j["threads"] = pool.num_threads();
     j["compute"] = f.compute;
+    j["requant"] = f.model.requant;
     j["fast_kernel"] = kernels::FastKernelName(kernels::FastMatMulKernel());
     j["tokens"] = f.tokens;
     j["step_tokens"] = step;
@@ -58,8 +59,8 @@ Status Run(const PrefillFlags& f) {
     std::printf("%s\n", j.dump(2).c_str());
     return Status::Ok();
   }
-  std::printf("model: %s, threads: %d, compute: %s\n", dir.c_str(), pool.num_threads(),
-              ComputeNote(f.compute).c_str());
+  std::printf("model: %s, threads: %d, compute: %s, requant: %s\n", dir.c_str(), pool.num_threads(),
+              ComputeNote(f.compute).c_str(), RequantNote(f.model.requant).c_str());
   std::printf("prefill of one %d-token prompt, %d tokens per step: 1 warm-up, %zu timed\n",
               f.tokens, step, r.seconds.size());
   for (size_t i = 0; i < r.seconds.size(); ++i)

@@ -139,6 +139,7 @@ Status RunEngine(const EngineCmdFlags& f) {
                       .a2a = f.a2a == "padded" ? comm::A2aMode::kPadded : comm::A2aMode::kSparse,
                       .placement_path = f.placement,
                       .threads = f.engine.threads,
+                      .requant = RequantFromFlag(f.engine.requant),
                       .mtp = f.engine.mtp == "on"},
                      &rep);
   const int rank = mpi->world().rank();

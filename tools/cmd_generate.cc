@@ -49,6 +49,7 @@ struct GenerateFlags {
   std::string expert_input = "f32";
   std::string trace_out;
   std::string weights = "copied";
+  std::string requant = "none";
   // Expert parallelism (under mpirun).
   int tp = 1;
   int ranks_per_node = 0;
@@ -223,6 +224,7 @@ Status RunDistributed(const GenerateFlags& f, const std::string& dir,
                   .placement_path = f.placement,
                   .threads = f.threads,
                   .weights = WeightMemory(f),
+                  .requant = RequantFromFlag(f.requant),
                   .kill_rank = f.kill_rank,
                   .kill_step = f.kill_step,
                   .stop_instead = f.stop_rank,
@@ -259,7 +261,8 @@ Status RunDistributed(const GenerateFlags& f, const std::string& dir,
               f.kv_dtype.c_str());
   if (engine.mtp) PrintMtp(res.draft_tokens, res.accepted_draft_tokens);
   PrintOverlap(eo.engine.overlap, res.split_forwards, res.forwards);
-  std::printf("compute: %s\n", ComputeNote(f.compute).c_str());
+  std::printf("compute: %s, requant: %s\n", ComputeNote(f.compute).c_str(),
+              RequantNote(f.requant).c_str());
   RETURN_IF_ERROR(Report(
       f, res.requests, res.vocab,
       {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds}, tok));
@@ -323,7 +326,8 @@ Status Run(const GenerateFlags& f) {
   if (f.tp != 1 || f.stats || !f.placement.empty())
     return Status::InvalidArgument(
         "--tp, --placement and --stats need several ranks: run under mpirun -np N");
-  ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {.memory = WeightMemory(f)}));
+  ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {.memory = WeightMemory(f),
+                                                .requant = RequantFromFlag(f.requant)}));
   ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
   Model model(loaded->config, *loaded->weights, pool);
   LocalExperts experts(*loaded->weights, pool,
@@ -362,7 +366,8 @@ Status Run(const GenerateFlags& f) {
       static_cast<long long>(st.prompt_tokens), static_cast<long long>(st.preemptions));
   if (engine.mtp) PrintMtp(st.draft_tokens, st.accepted_draft_tokens);
   PrintOverlap(engine.overlap, model.split_forwards(), model.forwards());
-  std::printf("compute: %s\n", ComputeNote(f.compute).c_str());
+  std::printf("compute: %s, requant: %s\n", ComputeNote(f.compute).c_str(),
+              RequantNote(f.requant).c_str());
   Status report = Report(
       f, res.requests, c.vocab_size,
       {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds}, tok.get());
@@ -494,6 +499,7 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
       ->group(eng)
       ->capture_default_str();
   AddComputeFlag(cmd, &f->compute)->group(eng);
+  AddRequantFlag(cmd, &f->requant)->group(eng);
   cmd->add_option("--kv-memory", f->kv_memory,
                   "bytes for the KV block pool per DP group (e.g. 512M, 2G, or 30% of the memory "
                   "available now); default: "

@@ -40,6 +40,7 @@ void EngineFlags::AddTo(CLI::App* cmd) {
       ->check(ThreadCount())
       ->group(g);
   AddComputeFlag(cmd, &compute)->group(g);
+  AddRequantFlag(cmd, &requant)->group(g);
   overlap.AddTo(cmd, g);
 }
 
@@ -82,7 +83,9 @@ std::vector<std::string> EngineFlags::Args() const {
                                 "--mtp",
                                 mtp,
                                 "--compute",
-                                compute};
+                                compute,
+                                "--requant",
+                                requant};
   if (threads > 0) a.insert(a.end(), {"--threads", std::to_string(threads)});
   const std::vector<std::string> o = overlap.Args();
   a.insert(a.end(), o.begin(), o.end());
@@ -92,7 +95,7 @@ std::vector<std::string> EngineFlags::Args() const {
 StatusOr<std::unique_ptr<LocalEngine>> StartLocalEngine(const std::string& dir,
                                                         const EngineFlags& f) {
   auto e = std::make_unique<LocalEngine>();
-  ASSIGN_OR_RETURN(e->loaded, LoadModel(dir, {}));
+  ASSIGN_OR_RETURN(e->loaded, LoadModel(dir, {.requant = RequantFromFlag(f.requant)}));
   std::string note;
   ASSIGN_OR_RETURN(EngineOptions eo, f.Options(dir, e->loaded->config, 1, 1, 1, &note));
   if (!note.empty()) std::printf("%s\n", note.c_str());

@@ -24,6 +24,7 @@ struct EngineFlags {
   int threads = 0;
   std::string mtp = "off";
   std::string compute = "exact";
+  std::string requant = "none";
   OverlapFlags overlap;
 
   void AddTo(CLI::App* cmd);

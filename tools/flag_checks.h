@@ -16,6 +16,8 @@
 
 #include "kernels/matmul.h"
 #include "kernels/matmul_fast.h"
+#include "kernels/matmul_i8.h"
+#include "model/weights.h"
 
 namespace epserve::tools {
 
@@ -91,6 +93,26 @@ inline CLI::Option* AddComputeFlag(CLI::App* cmd, std::string* value) {
 }
 inline kernels::Compute ComputeFromFlag(const std::string& value) {
   return value == "fast" ? kernels::Compute::kFast : kernels::Compute::kExact;
+}
+// --requant none|int8 (LoadOptions::Requant; docs/kernels.md, "Int8 weights").
+inline CLI::Option* AddRequantFlag(CLI::App* cmd, std::string* value) {
+  return cmd
+      ->add_option("--requant", *value,
+                   "int8: requantize the projections (all but kv_b_proj and the router) to int8 "
+                   "per row and 128-column block at load, and multiply them with int8 "
+                   "activations on the CPU's 8-bit dot products (AVX512-VNNI; elsewhere a slow "
+                   "scalar kernel); none: the checkpoint's weights, multiplied as --compute says")
+      ->check(CLI::IsMember({"none", "int8"}))
+      ->capture_default_str();
+}
+inline LoadOptions::Requant RequantFromFlag(const std::string& value) {
+  return value == "int8" ? LoadOptions::Requant::kInt8 : LoadOptions::Requant::kNone;
+}
+// What --requant VALUE runs on this CPU, for the commands' output.
+inline std::string RequantNote(const std::string& value) {
+  if (value != "int8") return value;
+  return value + (kernels::I8MatMulAccelerated() ? " (avx512-vnni kernel)"
+                                                 : " (no AVX512-VNNI here: scalar kernel, slow)");
 }
 // What --compute VALUE runs on this CPU, for the commands' output: "exact",
 // "fast (avx512-bf16 kernel)", or "fast (no AMX or AVX512-BF16 here: runs exact)".

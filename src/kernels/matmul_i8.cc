@@ -263,8 +263,11 @@ void QuantizeRangeAvx512(const float* x, int64_t cols, int64_t x_stride, int64_t
   }
 }
 
+// `next`: the first byte of the next tile column's weights, prefetched step by step while this
+// one is multiplied (by the first row tile only; null for none): it streams from memory while
+// the cached weights of this column serve the other row tiles.
 template <int kM, int kG>
-void Tile(const I8MatMulArgs& a, int64_t m0, int64_t g0, int64_t n_end) {
+void Tile(const I8MatMulArgs& a, int64_t m0, int64_t g0, int64_t n_end, const uint8_t* next) {
   const int64_t kb = a.w.ScaleCols();
   const uint8_t* data = static_cast<const uint8_t*>(a.w.data);
   __m512 facc[kM][kG];
@@ -285,6 +288,11 @@ void Tile(const I8MatMulArgs& a, int64_t m0, int64_t g0, int64_t n_end) {
     for (int64_t j = 0; j < kChunks; ++j) {
       __m512i w[kG];
       for (int i = 0; i < kG; ++i) w[i] = _mm512_load_si512(wb[i] + j * 64);
+      if (next != nullptr) {
+        const char* p = reinterpret_cast<const char*>(next + b * kI8GroupBytes + j * 64);
+        _mm_prefetch(p, _MM_HINT_T0);
+        _mm_prefetch(p + kb * kI8GroupBytes, _MM_HINT_T0);
+      }
       for (int m = 0; m < kM; ++m) {
         int32_t four;
         std::memcpy(&four, xq[m] + j * 4, 4);
@@ -316,15 +324,19 @@ void Tile(const I8MatMulArgs& a, int64_t m0, int64_t g0, int64_t n_end) {
 template <int kG>
 void TileColumn(const I8MatMulArgs& a, int64_t g0, int64_t n_end) {
   const int64_t M = a.x.rows;
+  const uint8_t* next =
+      (g0 + kG) * kI8GroupRows < n_end
+          ? static_cast<const uint8_t*>(a.w.data) + (g0 + kG) * a.w.ScaleCols() * kI8GroupBytes
+          : nullptr;
   int64_t m0 = 0;
-  for (; m0 + 4 <= M; m0 += 4) Tile<4, kG>(a, m0, g0, n_end);
+  for (; m0 + 4 <= M; m0 += 4, next = nullptr) Tile<4, kG>(a, m0, g0, n_end, next);
   switch (M - m0) {
     case 3:
-      return Tile<3, kG>(a, m0, g0, n_end);
+      return Tile<3, kG>(a, m0, g0, n_end, next);
     case 2:
-      return Tile<2, kG>(a, m0, g0, n_end);
+      return Tile<2, kG>(a, m0, g0, n_end, next);
     case 1:
-      return Tile<1, kG>(a, m0, g0, n_end);
+      return Tile<1, kG>(a, m0, g0, n_end, next);
     default:
       return;
   }

@@ -27,6 +27,8 @@ float At(const WeightView& v, int64_t r, int64_t c) {
     case DType::kF8E4M3:
       return Fp8E4M3ToF32(p[r * v.cols + c]) *
              v.scale[(r + v.scale_row_offset) / kFp8BlockSize * v.ScaleCols() + c / kFp8BlockSize];
+    case DType::kI8Packed:
+      break;  // kv_b is never int8
   }
   return 0;
 }

@@ -16,11 +16,11 @@ struct Loaded {
   std::unique_ptr<ModelWeights> w;
 };
 
-Loaded Load(const std::string& dir) {
+Loaded Load(const std::string& dir, LoadOptions::Requant requant = LoadOptions::Requant::kNone) {
   Loaded l;
   l.ck = std::move(Checkpoint::Open(dir).value());
   l.config = ModelConfig::Parse(l.ck->config_text(), "config.json").value();
-  l.w = std::move(ModelWeights::Load(*l.ck, l.config, {}).value());
+  l.w = std::move(ModelWeights::Load(*l.ck, l.config, {.requant = requant}).value());
   return l;
 }
 
@@ -45,6 +45,24 @@ std::vector<float> PrefillLogits(const Loaded& m, int threads) {
 TEST(ModelTest, IdenticalForOneAndTwoThreads) {
   Loaded m = Load(testing::MakeTiny("threads", "tiny", WeightDType::kFP8));
   EXPECT_EQ(PrefillLogits(m, 1), PrefillLogits(m, 2));
+}
+
+// Int8 weights (--requant int8): each row is independent of the other rows of the batch and
+// of the thread count, as on the exact path. (Their error is the reference tests' subject.)
+TEST(ModelTest, Int8IsBatchAndThreadCountInvariant) {
+  const std::string dir = testing::MakeTiny("int8", "tiny", WeightDType::kFP8);
+  Loaded exact = Load(dir), m = Load(dir, LoadOptions::Requant::kInt8);
+  const std::vector<float> one = PrefillLogits(m, 1);
+  EXPECT_EQ(one, PrefillLogits(m, 2));
+  EXPECT_EQ(one, PrefillLogits(m, 3));
+  EXPECT_NE(one, PrefillLogits(exact, 2));  // int8 really ran
+  // The 7-token sequence alone.
+  ThreadPool pool(2);
+  Model model(m.config, *m.w, pool);
+  LatentKvCache cache(m.config.num_hidden_layers, m.config.kv_a_dim(), 3, 64);
+  std::vector<float> alone(m.config.vocab_size);
+  ASSERT_TRUE(model.Forward({{{1, Prompt(7, 5)}}}, cache, alone.data()).ok());
+  EXPECT_TRUE(std::equal(alone.begin(), alone.end(), one.begin() + m.config.vocab_size));
 }
 
 TEST(ModelTest, IncrementalDecodeMatchesOneShotPrefill) {

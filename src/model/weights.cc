@@ -3,12 +3,16 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <map>
 #include <set>
+#include <thread>
+#include <unordered_set>
 
 #include "io/mapped_file.h"
+#include "kernels/matmul_i8.h"
 #include "model/tensor_names.h"
 
 namespace epserve {
@@ -17,8 +21,10 @@ namespace {
 
 bool DTypeAllowed(TensorRole role, DType dt) {
   switch (role) {
-    case TensorRole::kLinear: return true;  // F32, BF16, or F8 (with scales)
-    default: return dt == DType::kF32 || dt == DType::kBF16;
+    case TensorRole::kLinear:
+      return true;  // F32, BF16, or F8 (with scales)
+    default:
+      return dt == DType::kF32 || dt == DType::kBF16;
   }
 }
 
@@ -39,24 +45,33 @@ class Binder {
     std::set<std::string> expected;
     for (const auto& s : specs) {
       const TensorInfo* t = ck_.Find(s.name);
-      if (t == nullptr) return Status::DataLoss(ck_.listing_path() + ": missing tensor " + s.name + " (want " + ShapeStr(s.shape) + ")");
+      if (t == nullptr)
+        return Status::DataLoss(ck_.listing_path() + ": missing tensor " + s.name + " (want " +
+                                ShapeStr(s.shape) + ")");
       if (t->shape != s.shape)
-        return Status::DataLoss(Where(*t) + ": shape " + t->ShapeString() + ", want " + ShapeStr(s.shape));
+        return Status::DataLoss(Where(*t) + ": shape " + t->ShapeString() + ", want " +
+                                ShapeStr(s.shape));
       if (!DTypeAllowed(s.role, t->dtype))
-        return Status::DataLoss(Where(*t) + ": dtype " + DTypeName(t->dtype) + " is not allowed here (want BF16 or F32)");
+        return Status::DataLoss(Where(*t) + ": dtype " + DTypeName(t->dtype) +
+                                " is not allowed here (want BF16 or F32)");
       expected.insert(s.name);
       if (s.role == TensorRole::kLinear && t->dtype == DType::kF8E4M3) {
         const std::string sname = s.name + "_scale_inv";
         const TensorInfo* sc = ck_.Find(sname);
         std::vector<int64_t> want = {(s.shape[0] + 127) / 128, (s.shape[1] + 127) / 128};
         if (sc == nullptr) return Status::DataLoss(Where(*t) + ": F8_E4M3 weight without " + sname);
-        if (sc->dtype != DType::kF32) return Status::DataLoss(Where(*sc) + ": dtype " + DTypeName(sc->dtype) + ", want F32");
-        if (sc->shape != want) return Status::DataLoss(Where(*sc) + ": shape " + sc->ShapeString() + ", want " + ShapeStr(want));
+        if (sc->dtype != DType::kF32)
+          return Status::DataLoss(Where(*sc) + ": dtype " + DTypeName(sc->dtype) + ", want F32");
+        if (sc->shape != want)
+          return Status::DataLoss(Where(*sc) + ": shape " + sc->ShapeString() + ", want " +
+                                  ShapeStr(want));
         expected.insert(sname);
       }
     }
     for (const auto& [name, info] : ck_.tensors())
-      if (!expected.count(name)) return Status::DataLoss(Where(*info) + ": unexpected tensor (not part of this config's model)");
+      if (!expected.count(name))
+        return Status::DataLoss(Where(*info) +
+                                ": unexpected tensor (not part of this config's model)");
     return Status::Ok();
   }
 
@@ -77,7 +92,10 @@ class Binder {
 
   WeightView Matrix(const std::string& name) {
     const TensorInfo* t = ck_.Find(name);
-    WeightView v{.dtype = t->dtype, .rows = t->shape[0], .cols = t->shape[1], .data = Aligned(*t, DTypeSize(t->dtype))};
+    WeightView v{.dtype = t->dtype,
+                 .rows = t->shape[0],
+                 .cols = t->shape[1],
+                 .data = Aligned(*t, DTypeSize(t->dtype))};
     if (t->dtype == DType::kF8E4M3) {
       const TensorInfo* s = ck_.Find(name + "_scale_inv");
       v.scale = static_cast<const float*>(Aligned(*s, 4));
@@ -96,7 +114,8 @@ class Binder {
 };
 
 MlpWeights BindMlp(Binder& b, const std::string& p) {
-  return MlpWeights{b.Matrix(p + "gate_proj.weight"), b.Matrix(p + "up_proj.weight"), b.Matrix(p + "down_proj.weight")};
+  return MlpWeights{b.Matrix(p + "gate_proj.weight"), b.Matrix(p + "up_proj.weight"),
+                    b.Matrix(p + "down_proj.weight")};
 }
 
 LayerWeights BindLayer(Binder& b, const ModelConfig& c, int l, const LoadOptions& opt) {
@@ -121,7 +140,8 @@ LayerWeights BindLayer(Binder& b, const ModelConfig& c, int l, const LoadOptions
   }
   w.moe = std::make_unique<MoeWeights>();
   w.moe->router = b.Matrix(p + "mlp.gate.weight");
-  if (c.topk_method == kernels::TopkMethod::kNoauxTc) w.moe->score_bias = b.Vector(p + "mlp.gate.e_score_correction_bias");
+  if (c.topk_method == kernels::TopkMethod::kNoauxTc)
+    w.moe->score_bias = b.Vector(p + "mlp.gate.e_score_correction_bias");
   w.moe->experts.resize(c.n_routed_experts);
   for (int e = 0; e < c.n_routed_experts; ++e)
     if (!opt.want_expert || opt.want_expert(l, e))
@@ -141,7 +161,9 @@ void AddLayerViews(const LayerWeights& l, std::vector<const WeightView*>& out) {
     add(m.up);
     add(m.down);
   };
-  for (const WeightView* v : {&l.attn.q_a, &l.attn.q_b, &l.attn.q, &l.attn.kv_a, &l.attn.kv_b, &l.attn.o}) add(*v);
+  for (const WeightView* v :
+       {&l.attn.q_a, &l.attn.q_b, &l.attn.q, &l.attn.kv_a, &l.attn.kv_b, &l.attn.o})
+    add(*v);
   add_mlp(l.dense);
   if (l.moe) {
     add(l.moe->router);
@@ -150,36 +172,81 @@ void AddLayerViews(const LayerWeights& l, std::vector<const WeightView*>& out) {
   }
 }
 
+// The views LoadOptions::Requant::kInt8 requantizes: all streamed ones but kv_b and the router.
+std::unordered_set<const WeightView*> RequantizedViews(const ModelWeights& w) {
+  std::unordered_set<const WeightView*> out;
+  for (const WeightView* v : w.StreamedViews()) out.insert(v);
+  auto skip = [&](const LayerWeights& l) {
+    out.erase(&l.attn.kv_b);
+    if (l.moe) out.erase(&l.moe->router);
+  };
+  for (const LayerWeights& l : w.layers) skip(l);
+  for (const MtpWeights& m : w.mtp) skip(m.layer);
+  return out;
+}
+
 // Copies every streamed view (data and scales) into one anonymous mapping advised for huge
-// pages and points the views at the copies.
-Status CopyToHugePages(ModelWeights& w) {
+// pages and points the views at the copies; the views in `requant` are packed as int8 instead
+// (on all hardware threads: a large checkpoint takes minutes on one).
+Status CopyToHugePages(ModelWeights& w, const std::unordered_set<const WeightView*>& requant) {
   std::vector<const WeightView*> views = w.StreamedViews();
+  auto target = [&](const WeightView* v) {
+    return requant.count(v) ? kernels::I8PackedShape(*v) : *v;
+  };
   size_t total = 0;
-  for (const WeightView* v : views) total += Align64(v->DataBytes()) + Align64(v->ScaleBytes());
+  for (const WeightView* v : views) {
+    const WeightView t = target(v);
+    total += Align64(t.DataBytes()) + Align64(t.ScaleBytes());
+  }
   constexpr size_t kHuge = size_t{2} << 20;
   const size_t size = std::max<size_t>(kHuge, (total + kHuge - 1) / kHuge * kHuge);
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
-    return Status::IoError("cannot allocate " + std::to_string(size >> 20) + " MiB for the weights: " + std::strerror(errno));
+    return Status::IoError("cannot allocate " + std::to_string(size >> 20) +
+                           " MiB for the weights: " + std::strerror(errno));
   ::madvise(p, size, MADV_HUGEPAGE);  // advisory: without THP the copy still works on 4 KB pages
-  w.copied = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [size](uint8_t* q) { ::munmap(q, size); });
-  uint8_t* dst = w.copied.get();
-  for (const WeightView* cv : views) {
-    WeightView* v = const_cast<WeightView*>(cv);  // the views belong to w, which we own
-    std::memcpy(dst, v->data, v->DataBytes());
-    v->data = dst;
-    dst += Align64(v->DataBytes());
-    if (v->ScaleBytes() > 0) {
-      std::memcpy(dst, v->scale, v->ScaleBytes());
-      v->scale = reinterpret_cast<const float*>(dst);
-      dst += Align64(v->ScaleBytes());
-    }
+  w.copied =
+      std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [size](uint8_t* q) { ::munmap(q, size); });
+  std::vector<uint8_t*> dst(views.size());
+  uint8_t* next = w.copied.get();
+  for (size_t i = 0; i < views.size(); ++i) {
+    const WeightView t = target(views[i]);
+    dst[i] = next;
+    next += Align64(t.DataBytes()) + Align64(t.ScaleBytes());
   }
+  auto place = [&](size_t i) {
+    WeightView* v = const_cast<WeightView*>(views[i]);  // the views belong to w, which we own
+    uint8_t* data = dst[i];
+    if (requant.count(views[i])) {
+      const WeightView t = target(v);
+      *v = kernels::PackWeightI8(*v, data, reinterpret_cast<float*>(data + Align64(t.DataBytes())));
+      return;
+    }
+    std::memcpy(data, v->data, v->DataBytes());
+    v->data = data;
+    if (v->ScaleBytes() > 0) {
+      uint8_t* scale = data + Align64(v->DataBytes());
+      std::memcpy(scale, v->scale, v->ScaleBytes());
+      v->scale = reinterpret_cast<const float*>(scale);
+    }
+  };
+  if (requant.empty()) {
+    for (size_t i = 0; i < views.size(); ++i) place(i);
+    return Status::Ok();
+  }
+  std::atomic<size_t> next_view{0};
+  std::vector<std::thread> threads(std::max(1u, std::thread::hardware_concurrency()));
+  for (std::thread& t : threads)
+    t = std::thread([&] {
+      for (size_t i = next_view++; i < views.size(); i = next_view++) place(i);
+    });
+  for (std::thread& t : threads) t.join();
   return Status::Ok();
 }
 }  // namespace
 
-StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const Checkpoint& ck, const ModelConfig& c,
+StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const Checkpoint& ck,
+                                                           const ModelConfig& c,
                                                            const LoadOptions& opt) {
   auto w = std::make_unique<ModelWeights>();
   Binder b(ck, w.get());
@@ -201,8 +268,10 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const Checkpoint& ck,
     m.layer = BindLayer(b, c, l, opt);
     w->mtp.push_back(std::move(m));
   }
-  if (opt.memory == LoadOptions::Memory::kCopied) {
-    RETURN_IF_ERROR(CopyToHugePages(*w));
+  if (opt.memory == LoadOptions::Memory::kCopied || opt.requant != LoadOptions::Requant::kNone) {
+    std::unordered_set<const WeightView*> requant;
+    if (opt.requant == LoadOptions::Requant::kInt8) requant = RequantizedViews(*w);
+    RETURN_IF_ERROR(CopyToHugePages(*w, requant));
   } else if (opt.prefault) {
     for (const WeightView* v : w->StreamedViews()) {
       PrefaultPages(v->data, v->DataBytes());
@@ -210,6 +279,16 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const Checkpoint& ck,
     }
   }
   return w;
+}
+
+const char* RequantName(LoadOptions::Requant requant) {
+  return requant == LoadOptions::Requant::kInt8 ? "int8" : "none";
+}
+
+StatusOr<LoadOptions::Requant> ParseRequant(const std::string& name) {
+  for (auto r : {LoadOptions::Requant::kNone, LoadOptions::Requant::kInt8})
+    if (name == RequantName(r)) return r;
+  return Status::InvalidArgument("requant \"" + name + "\" (want none or int8)");
 }
 
 std::vector<const WeightView*> ModelWeights::StreamedViews() const {

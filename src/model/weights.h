@@ -23,27 +23,27 @@ struct MlpWeights {
 };
 
 struct AttentionWeights {
-  WeightView q_a;               // [q_lora, hidden]; empty when q_lora_rank is null
-  std::vector<float> q_a_norm;  // [q_lora]
-  WeightView q_b;               // [heads * qk_head_dim, q_lora]
-  WeightView q;                 // [heads * qk_head_dim, hidden] when q_lora_rank is null
-  WeightView kv_a;              // [kv_lora + rope, hidden]
-  std::vector<float> kv_a_norm; // [kv_lora]
-  WeightView kv_b;              // [heads * (nope + v), kv_lora]: per head W_uk rows then W_uv rows
-  WeightView o;                 // [hidden, heads * v]
+  WeightView q_a;                // [q_lora, hidden]; empty when q_lora_rank is null
+  std::vector<float> q_a_norm;   // [q_lora]
+  WeightView q_b;                // [heads * qk_head_dim, q_lora]
+  WeightView q;                  // [heads * qk_head_dim, hidden] when q_lora_rank is null
+  WeightView kv_a;               // [kv_lora + rope, hidden]
+  std::vector<float> kv_a_norm;  // [kv_lora]
+  WeightView kv_b;               // [heads * (nope + v), kv_lora]: per head W_uk rows then W_uv rows
+  WeightView o;                  // [hidden, heads * v]
 };
 
 struct MoeWeights {
-  WeightView router;                 // [experts, hidden]
-  std::vector<float> score_bias;     // e_score_correction_bias, empty unless noaux_tc
-  std::vector<MlpWeights> experts;   // [experts]; empty() for experts not loaded here
-  MlpWeights shared;                 // empty() when n_shared_experts == 0
+  WeightView router;                // [experts, hidden]
+  std::vector<float> score_bias;    // e_score_correction_bias, empty unless noaux_tc
+  std::vector<MlpWeights> experts;  // [experts]; empty() for experts not loaded here
+  MlpWeights shared;                // empty() when n_shared_experts == 0
 };
 
 struct LayerWeights {
   std::vector<float> input_norm, post_norm;
   AttentionWeights attn;
-  MlpWeights dense;  // dense layers only
+  MlpWeights dense;                 // dense layers only
   std::unique_ptr<MoeWeights> moe;  // MoE layers only
 };
 
@@ -65,7 +65,17 @@ struct LoadOptions {
   // their size in private memory, per rank).
   enum class Memory { kMapped, kCopied };
   Memory memory = Memory::kCopied;
+  // Requantize at load (docs/kernels.md, "Int8 weights"): kInt8 turns every projection the
+  // forward pass streams (attention q/kv_a/o, dense, shared and routed experts, lm_head, the
+  // MTP modules') into int8 per row and 128-column block for the int8 kernel, whatever the
+  // checkpoint's dtype; kv_b_proj (MLA's absorbed W_uk/W_uv) and the router stay as stored.
+  // The int8 copies live in anonymous memory (as with kCopied, which it implies).
+  enum class Requant { kNone, kInt8 };
+  Requant requant = Requant::kNone;
 };
+
+const char* RequantName(LoadOptions::Requant requant);  // "none", "int8"
+StatusOr<LoadOptions::Requant> ParseRequant(const std::string& name);
 
 struct ModelWeights {
   WeightView embed;  // [vocab, hidden]
@@ -83,7 +93,8 @@ struct ModelWeights {
     return l < main ? layers[l] : mtp[l - main].layer;
   }
 
-  static StatusOr<std::unique_ptr<ModelWeights>> Load(const Checkpoint& ckpt, const ModelConfig& config,
+  static StatusOr<std::unique_ptr<ModelWeights>> Load(const Checkpoint& ckpt,
+                                                      const ModelConfig& config,
                                                       const LoadOptions& options);
 
   // Every bound weight a forward pass streams (data and FP8 scales), in layer order; the

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "io/checkpoint.h"
+#include "kernels/matmul.h"
 #include "model/test_util.h"
 
 namespace epserve {
@@ -34,7 +37,8 @@ TEST(WeightsTest, BindsOnlyWantedExperts) {
   std::string dir = testing::MakeTiny("subset");
   auto ck = Checkpoint::Open(dir);
   auto config = ModelConfig::Parse((*ck)->config_text(), "config.json");
-  auto w = ModelWeights::Load(**ck, *config, {.want_expert = [](int, int e) { return e % 4 == 1; }});
+  auto w =
+      ModelWeights::Load(**ck, *config, {.want_expert = [](int, int e) { return e % 4 == 1; }});
   ASSERT_TRUE(w.ok()) << w.status().message();
   const auto& experts = (*w)->layers[1].moe->experts;
   EXPECT_TRUE(experts[0].empty());
@@ -43,17 +47,70 @@ TEST(WeightsTest, BindsOnlyWantedExperts) {
   EXPECT_FALSE((*w)->layers[1].moe->shared.empty());
 }
 
+// --requant int8: every streamed projection but kv_b and the router becomes int8, each element
+// within half a step of its block scale of the value it had; the others are left as they were.
+TEST(WeightsTest, RequantInt8PacksTheProjections) {
+  for (WeightDType dt : {WeightDType::kBF16, WeightDType::kFP8}) {
+    const std::string dir = testing::MakeTiny("requant", "tiny", dt);
+    auto ck = Checkpoint::Open(dir);
+    auto config = ModelConfig::Parse((*ck)->config_text(), "config.json");
+    auto plain = ModelWeights::Load(**ck, *config, {});
+    auto int8 = ModelWeights::Load(**ck, *config, {.requant = LoadOptions::Requant::kInt8});
+    ASSERT_TRUE(plain.ok() && int8.ok());
+    const std::vector<const WeightView*> a = (*plain)->StreamedViews(),
+                                         b = (*int8)->StreamedViews();
+    ASSERT_EQ(a.size(), b.size());
+    int packed = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const bool kept = b[i] == &(*int8)->layers[0].attn.kv_b ||
+                        b[i] == &(*int8)->mtp[0].layer.attn.kv_b ||
+                        ((*int8)->layers[1].moe && b[i] == &(*int8)->layers[1].moe->router);
+      if (b[i]->dtype != DType::kI8Packed) {
+        EXPECT_EQ(b[i]->dtype, a[i]->dtype) << i;
+        continue;
+      }
+      EXPECT_FALSE(kept) << i;
+      ++packed;
+      ASSERT_EQ(b[i]->rows, a[i]->rows);
+      ASSERT_EQ(b[i]->cols, a[i]->cols);
+      std::vector<float> x(a[i]->cols), q(a[i]->cols);
+      for (int64_t r = 0; r < a[i]->rows; r += 7) {
+        kernels::DequantizeRow(*a[i], r, 0, a[i]->cols, x.data());
+        kernels::DequantizeRow(*b[i], r, 0, a[i]->cols, q.data());
+        for (int64_t k = 0; k < a[i]->cols; ++k) {
+          const float s = b[i]->scale[((r / 16) * b[i]->ScaleCols() + k / 128) * 16 + r % 16];
+          ASSERT_LE(std::fabs(q[k] - x[k]), 0.5001f * s) << i << " " << r << " " << k;
+        }
+      }
+    }
+    // All but kv_b (every layer and the MTP module's) and the routers.
+    int kept = 0;
+    for (const LayerWeights& l : (*int8)->layers) kept += 1 + (l.moe ? 1 : 0);
+    kept += 2;  // the MTP layer's kv_b and router
+    EXPECT_EQ(packed + kept, static_cast<int>(b.size()));
+    EXPECT_EQ((*int8)->lm_head.dtype, DType::kI8Packed);
+    EXPECT_EQ((*int8)->layers[0].attn.kv_b.dtype, (*plain)->layers[0].attn.kv_b.dtype);
+  }
+}
+
 TEST(WeightsTest, MissingTensor) {
   std::string dir = testing::MakeTiny("missing");
-  testing::RewriteCheckpoint(dir, [](testing::EditableTensor& t) { return t.name != "model.layers.2.mlp.experts.7.up_proj.weight"; });
+  testing::RewriteCheckpoint(dir, [](testing::EditableTensor& t) {
+    return t.name != "model.layers.2.mlp.experts.7.up_proj.weight";
+  });
   ExpectError(LoadDir(dir), "missing tensor model.layers.2.mlp.experts.7.up_proj.weight");
 }
 
 TEST(WeightsTest, ExtraTensor) {
   std::string dir = testing::MakeTiny("extra");
   testing::RewriteCheckpoint(dir, [](testing::EditableTensor&) { return true; },
-                             {{"model.layers.1.self_attn.rotary_emb.inv_freq", DType::kF32, {8}, std::vector<uint8_t>(32)}});
-  ExpectError(LoadDir(dir), "model.safetensors: tensor model.layers.1.self_attn.rotary_emb.inv_freq: unexpected tensor");
+                             {{"model.layers.1.self_attn.rotary_emb.inv_freq",
+                               DType::kF32,
+                               {8},
+                               std::vector<uint8_t>(32)}});
+  ExpectError(
+      LoadDir(dir),
+      "model.safetensors: tensor model.layers.1.self_attn.rotary_emb.inv_freq: unexpected tensor");
 }
 
 TEST(WeightsTest, WrongShape) {
@@ -64,7 +121,9 @@ TEST(WeightsTest, WrongShape) {
     }
     return true;
   });
-  ExpectError(LoadDir(dir), "tensor model.layers.0.self_attn.kv_b_proj.weight: shape [128, 256], want [256, 128]");
+  ExpectError(
+      LoadDir(dir),
+      "tensor model.layers.0.self_attn.kv_b_proj.weight: shape [128, 256], want [256, 128]");
 }
 
 TEST(WeightsTest, WrongDtype) {
@@ -81,13 +140,18 @@ TEST(WeightsTest, WrongDtype) {
 
 TEST(WeightsTest, Fp8WithoutScales) {
   std::string dir = testing::MakeTiny("noscale", "tiny", WeightDType::kFP8);
-  testing::RewriteCheckpoint(dir, [](testing::EditableTensor& t) { return t.name != "model.layers.1.self_attn.o_proj.weight_scale_inv"; });
-  ExpectError(LoadDir(dir), "tensor model.layers.1.self_attn.o_proj.weight: F8_E4M3 weight without model.layers.1.self_attn.o_proj.weight_scale_inv");
+  testing::RewriteCheckpoint(dir, [](testing::EditableTensor& t) {
+    return t.name != "model.layers.1.self_attn.o_proj.weight_scale_inv";
+  });
+  ExpectError(LoadDir(dir),
+              "tensor model.layers.1.self_attn.o_proj.weight: F8_E4M3 weight without "
+              "model.layers.1.self_attn.o_proj.weight_scale_inv");
 }
 
 TEST(WeightsTest, MissingMtpTensor) {
   std::string dir = testing::MakeTiny("mtp");
-  testing::RewriteCheckpoint(dir, [](testing::EditableTensor& t) { return t.name != "model.layers.4.eh_proj.weight"; });
+  testing::RewriteCheckpoint(
+      dir, [](testing::EditableTensor& t) { return t.name != "model.layers.4.eh_proj.weight"; });
   ExpectError(LoadDir(dir), "missing tensor model.layers.4.eh_proj.weight");
 }
 

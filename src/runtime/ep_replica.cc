@@ -134,7 +134,8 @@ EpError BuildEpReplica(comm::MpiWorld& mpi, const EpReplicaOptions& o,
                      [&mine](int l, int e) {
                        return l < static_cast<int>(mine.size()) && mine[l].count(e) > 0;
                      },
-                 .memory = o.weights};
+                 .memory = o.weights,
+                 .requant = o.requant};
   auto lm = LoadModel(o.model_dir, lo);
   if (me == o.fail_load_rank)
     lm = Status::IoError(o.model_dir + ": injected load failure (--fault-fail-load-rank)");

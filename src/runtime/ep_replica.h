@@ -30,6 +30,7 @@ struct EpReplicaOptions {
   std::string placement_path;  // empty: contiguous equal slices
   int threads = 0;             // 0: cores / ranks on this machine
   LoadOptions::Memory weights = LoadOptions::Memory::kCopied;
+  LoadOptions::Requant requant = LoadOptions::Requant::kNone;
   int fail_load_rank = -1;  // fault injection for tests: this rank reports a load failure
   // Place and load the MTP module's routed experts too (EngineOptions::mtp). A placement file
   // without the module's layer gets it in contiguous slices.

@@ -54,6 +54,7 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
                                   .placement_path = o.placement_path,
                                   .threads = o.threads,
                                   .weights = o.weights,
+                                  .requant = o.requant,
                                   .fail_load_rank = o.fail_load_rank,
                                   .mtp = o.engine.mtp},
                                  &rep);

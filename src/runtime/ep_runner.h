@@ -29,6 +29,7 @@ struct EpRunOptions {
   std::string placement_path;                                  // empty: contiguous equal slices
   int threads = 0;                                             // 0: cores / ranks on this machine
   LoadOptions::Memory weights = LoadOptions::Memory::kCopied;  // where a rank's weights live
+  LoadOptions::Requant requant = LoadOptions::Requant::kNone;
   // Fault injection for tests: rank `kill_rank` kills itself (SIGKILL) before step `kill_step`,
   // or, with `stop_instead`, stops itself (SIGSTOP: a stuck peer, which only the other ranks'
   // deadlines can notice).

@@ -1,5 +1,5 @@
 # Sourced by the tests that compare `epserve generate` runs bit for bit (overlap_test.sh,
-# fast_tp_test.sh). Needs EPSERVE, WORK (the model in $WORK/model), P (the --prompt-ids
+# fast_tp_test.sh, int8_test.sh). Needs EPSERVE, WORK (the model in $WORK/model), P (the --prompt-ids
 # arguments) and MAX_TOKENS.
 
 # run NAME [launcher...] -- [generate args...]: greedy generation with every logit and token kept
