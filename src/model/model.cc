@@ -604,14 +604,19 @@ void Model::Gate(int l, Workspace& w) {
   w.router_logits.resize(T * E);
   kernels::MatMul({.x = w.xn.data(), .num_rows = T, .w = m.router, .y = w.router_logits.data()},
                   pool_);
-  w.gate_scratch.resize(2 * E);
+  w.gate_scratch.resize(2 * E * static_cast<size_t>(pool_.num_threads()));
   w.expert_ids.resize(T * K);
   w.weights.resize(T * K);
   const kernels::GateOptions gopt = c.GateOpts();
   const float* bias = m.score_bias.empty() ? nullptr : m.score_bias.data();
-  for (int64_t t = 0; t < T; ++t)
-    kernels::GateTopK(gopt, &w.router_logits[t * E], bias, w.gate_scratch.data(),
-                      &w.expert_ids[t * K], &w.weights[t * K]);
+  // Tokens are independent: a prefill's thousands of top-k selections share out over the
+  // threads (decode's few run inline: one chunk).
+  pool_.ParallelFor(T, 64, [&](size_t b, size_t e, int thread) {
+    float* scratch = w.gate_scratch.data() + 2 * E * static_cast<size_t>(thread);
+    for (size_t t = b; t < e; ++t)
+      kernels::GateTopK(gopt, &w.router_logits[t * E], bias, scratch, &w.expert_ids[t * K],
+                        &w.weights[t * K]);
+  });
   if (route_observer_ && &w == ws_.get()) {
     route_observer_({.layer = l,
                      .num_tokens = T,
