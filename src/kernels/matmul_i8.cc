@@ -51,8 +51,13 @@ float BlockScale(uint32_t amax_bits, bool* quantize) {
   return s;
 }
 
+// round(v / s) to nearest even, clamped to [-127, 127]. |v / s| <= 127 (plus rounding) here,
+// so adding and subtracting 1.5 * 2^23 rounds it in the default rounding mode exactly as
+// std::nearbyint and VCVTPS2DQ do, without a libm call per weight at load.
 int8_t QuantizeValue(float v, float s) {
-  const float r = std::nearbyint(v / s);
+  constexpr float kRound = 12582912.0f;
+  const float shifted = v / s + kRound;  // IEEE f32: not folded without -ffast-math
+  const float r = shifted - kRound;
   return static_cast<int8_t>(std::clamp(r, -127.0f, 127.0f));
 }
 

@@ -76,6 +76,9 @@ TEST(I8QuantizeTest, VectorAndScalarAgreeBitForBit) {
   x[3 * stride + 200] = std::numeric_limits<float>::infinity();
   for (int64_t k = 0; k < 128; ++k)
     x[4 * stride + k] = 1e-42f * static_cast<float>(k % 3);  // denormal
+  // Row 0, block 2: scale exactly 1, halves round to even.
+  for (int64_t k = 256; k < 300; ++k) x[k] = 0.0f;
+  x[256] = 127.0f, x[257] = 0.5f, x[258] = 1.5f, x[259] = 2.5f, x[260] = -2.5f, x[261] = -126.5f;
   QuantizedRows v, s;
   QuantizeRows(x.data(), M, K, stride, v);
   QuantizeRowsScalar(x.data(), M, K, stride, s);
@@ -91,6 +94,9 @@ TEST(I8QuantizeTest, VectorAndScalarAgreeBitForBit) {
   EXPECT_TRUE(std::isnan(s.scale[2 * 3 + 0]));
   EXPECT_TRUE(std::isnan(s.scale[3 * 3 + 1]));
   EXPECT_EQ(s.q[0 * 384 + 300], 0);  // past K
+  EXPECT_EQ(s.scale[2], 1.0f);
+  const int8_t halves[] = {127, 0, 2, 2, -2, -126};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(s.q[256 + i], halves[i]) << i;
   int32_t sum = 0;
   for (int64_t k = 0; k < 128; ++k) {
     sum += s.q[k];
