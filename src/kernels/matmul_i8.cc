@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "base/check.h"
 #include "kernels/matmul.h"
@@ -82,26 +83,29 @@ WeightView PackWeightI8(const WeightView& w, uint8_t* data, float* scale) {
   WeightView v = I8PackedShape(w);
   v.data = data;
   v.scale = scale;
-  const int64_t kb = v.ScaleCols();
-  float row[kI8BlockCols];
+  const int64_t kb = v.ScaleCols(), K = w.cols;
+  // A group's 16 rows dequantized, then quantized by the activations' rule (the same rule, and
+  // vectorized where the CPU allows), then interleaved.
+  std::vector<float> rows(kI8GroupRows * K);
+  QuantizedRows q;
   for (int64_t g = 0; g < v.I8Groups(); ++g) {
+    for (int64_t r = 0; r < kI8GroupRows; ++r) {
+      const int64_t n = g * kI8GroupRows + r;
+      if (n < w.rows) {
+        DequantizeRow(w, n, 0, K, rows.data() + r * K);
+      } else {
+        std::fill_n(rows.data() + r * K, K, 0.0f);
+      }
+    }
+    QuantizeRows(rows.data(), kI8GroupRows, K, K, q);
     for (int64_t b = 0; b < kb; ++b) {
       uint8_t* block = data + (g * kb + b) * kI8GroupBytes;
-      float* block_scale = scale + (g * kb + b) * kI8GroupRows;
-      const int64_t k0 = b * kI8BlockCols, count = std::min(kI8BlockCols, w.cols - k0);
       for (int64_t r = 0; r < kI8GroupRows; ++r) {
-        const int64_t n = g * kI8GroupRows + r;
-        std::fill_n(row, kI8BlockCols, 0.0f);
-        if (n < w.rows) DequantizeRow(w, n, k0, count, row);
-        uint32_t amax = 0;
-        for (int64_t k = 0; k < kI8BlockCols; ++k) amax = std::max(amax, AbsBits(row[k]));
-        bool quantize = false;
-        const float s = BlockScale(amax, &quantize);
-        block_scale[r] = s;
-        for (int64_t k = 0; k < kI8BlockCols; ++k) {
-          const int8_t q = quantize ? QuantizeValue(row[k], s) : 0;
-          block[(k / 4) * 64 + r * 4 + k % 4] = static_cast<uint8_t>(q + 128);
-        }
+        scale[(g * kb + b) * kI8GroupRows + r] = q.scale[r * kb + b];
+        const int8_t* qr = q.q.data() + (r * kb + b) * kI8BlockCols;
+        for (int64_t j = 0; j < kChunks; ++j)
+          for (int64_t t = 0; t < 4; ++t)
+            block[j * 64 + r * 4 + t] = static_cast<uint8_t>(qr[4 * j + t] + 128);
       }
     }
   }
