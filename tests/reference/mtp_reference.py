@@ -1,7 +1,7 @@
 """Checks the engine's MTP drafts against the PyTorch reference's MTP module.
 
   /usr/bin/python3 tests/reference/mtp_reference.py --model DIR --prompt-ids 1,2,3 [...] \
-      --engine-tokens T.json --draft-logits D.npy [--tol 1e-3]
+      --engine-tokens T.json --draft-logits D.npy [--tol 1e-3] [--requant none|int8]
 
 T.json and D.npy are `epserve generate --mtp on --tokens-out T.json --draft-logits-out D.npy`:
 each sequence's generated tokens and the positions of its drafts, and the MTP logits row of each
@@ -30,9 +30,11 @@ def main(argv=None):
     ap.add_argument("--engine-tokens", required=True)
     ap.add_argument("--draft-logits", required=True)
     ap.add_argument("--tol", type=float, default=1e-3)
+    ap.add_argument("--requant", choices=("none", "int8"), default="none",
+                    help="int8: the engine's --requant int8 products (reference.quantize_i8)")
     args = ap.parse_args(argv)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
-    model = Model(args.model)
+    model = Model(args.model, requant=args.requant)
     prompts = [[int(t) for t in p.split(",") if t.strip()] for p in args.prompt_ids]
     with open(args.engine_tokens) as f:
         j = json.load(f)

@@ -5,7 +5,9 @@ the expanded (plain MHA) form and every step recomputes the whole sequence witho
 cache, so it shares nothing with the engine's absorbed/cached MLA.
 
   /usr/bin/python3 tests/reference/reference.py --model DIR --prompt-ids 1,2,3 \
-      [--prompt-ids 4,5 ...] --max-tokens N --logits-out L.npy --tokens-out T.json
+      [--prompt-ids 4,5 ...] --max-tokens N --logits-out L.npy --tokens-out T.json \
+      [--compute exact|fast] [--requant none|int8] \
+      [--follow-routes TRACE [--follow-tokens T.json]]
 
 Logits: float32 [num_sequences, N, vocab]; step 0 is at the last prompt position, step i
 at the i-th generated token. Greedy: generated token i+1 = argmax(step i). No EOS stop.
@@ -76,6 +78,45 @@ def bf16(t):
     return t.to(torch.float32).to(torch.bfloat16).to(DT)
 
 
+# --requant int8: the engine's int8 requantization (LoadOptions::Requant::kInt8,
+# src/kernels/matmul_i8.cc), which these functions reproduce bit for bit up to the order of the
+# final float32 sum. An operand t [R, K] (a weight W [N, K] or an activation x [M, K]) is taken
+# as float32 (the weight's exact value, FP8 byte times block scale rounded once to float32; the
+# activation, float64 here, rounded to float32 as the engine holds it) and cut per row into
+# blocks of 128 columns, the last one zero-padded past K. Per row and block:
+#   s = float32(max|t|) / 127.0f                       (float32 division)
+#   q = clamp(round_half_even(t / s), -127, 127)        (float32 division; all 0 when s == 0)
+# and y = x @ W^T is y[m, n] = sum over blocks b in order of
+#   float(sum_k q_x[m, b, k] q_w[n, b, k]) * (s_x[m, b] * s_w[n, b])      (scale product in f32)
+# The integer block sums (|.| <= 128 * 127^2 < 2^24) and the scaled terms are exact in float64;
+# the engine accumulates them with float32 FMAs, here they are summed in float64.
+I8_BLOCK = 128
+
+
+def quantize_i8(t):
+    """t [R, K] (any float dtype) -> (q float64 [R, B, 128] of integers in [-127, 127],
+    s float32 [R, B]); the engine's per-row, per-128-column-block int8 rule (above)."""
+    t32 = t.to(torch.float32)
+    rows, cols = t32.shape
+    nb = -(-cols // I8_BLOCK)
+    blocks = torch.zeros(rows, nb * I8_BLOCK, dtype=torch.float32)
+    blocks[:, :cols] = t32
+    blocks = blocks.view(rows, nb, I8_BLOCK)
+    s = blocks.abs().amax(-1) / torch.tensor(127.0, dtype=torch.float32)
+    zero = s == 0
+    q = torch.round(blocks / torch.where(zero, torch.ones_like(s), s)[..., None])
+    q = q.clamp(-127, 127).masked_fill(zero[..., None], 0)
+    return q.to(DT), s
+
+
+def i8_product(x, qw, sw):
+    """x [M, K] @ W^T with W given as quantize_i8(W) = (qw, sw): the engine's int8 product."""
+    qx, sx = quantize_i8(x)
+    dots = torch.einsum("mbk,nbk->mnb", qx, qw)              # exact integers
+    scale = (sx[:, None, :] * sw[None, :, :]).to(DT)         # float32 products
+    return (dots * scale).sum(-1)
+
+
 def apply_rope_adjacent(x, cos, sin):
     """x [T, ..., d]; pairs (2i, 2i+1) rotated by angle[t, i]. cos/sin [T, d/2]."""
     shape = (cos.shape[0],) + (1,) * (x.dim() - 2) + (cos.shape[1],)
@@ -90,12 +131,26 @@ class Model:
     # follow_route(): the engine's routing of the sequence being computed ({position: [experts
     # of each MoE layer]}), and the gaps of the gate decisions it overrode.
     follow = None
+    fast, requant = False, "none"
 
-    def __init__(self, model_dir, fast=False):
+    # The weights --requant int8 requantizes (by name suffix; lm_head by its full name): every
+    # projection the forward pass streams but kv_b_proj (W_uk/W_uv, which keeps the --compute
+    # mode's numerics) and the MoE router (mlp.gate, exact like embeddings, norms and the bias).
+    REQUANT_SUFFIXES = (".q_a_proj", ".q_b_proj", ".q_proj", ".kv_a_proj_with_mqa", ".o_proj",
+                        ".gate_proj", ".up_proj", ".down_proj", ".eh_proj", ".shared_head.head")
+
+    def __init__(self, model_dir, fast=False, requant="none"):
         # fast: the engine's --compute fast numerics (docs/kernels.md, "Compute modes"): every
         # projection but the MoE router rounds its input and its weight (FP8 times scale, as
         # float32) to bfloat16 before an exact product.
+        # requant "int8": the engine's --requant int8; the weights requantized() names are
+        # multiplied as i8_product() (above) instead, in either compute mode; the rest (kv_b_proj,
+        # the router) as the compute mode says.
+        if requant not in ("none", "int8"):
+            raise ValueError(f"unsupported requant {requant!r}")
         self.fast = fast
+        self.requant = requant
+        self._i8 = {}
         self.tie_gaps = []
         with open(os.path.join(model_dir, "config.json")) as f:
             self.cfg = json.load(f)
@@ -111,7 +166,18 @@ class Model:
             self._w[name] = torch.from_numpy(self.ckpt.get_f64(name))
         return self._w[name]
 
+    def requantized(self, name):
+        """Whether --requant int8 multiplies the projection `name` (no ".weight") as int8."""
+        return name == "lm_head" or name.endswith(self.REQUANT_SUFFIXES)
+
     def linear(self, x, name):
+        if self.requant == "int8":
+            if self.requantized(name):
+                if name not in self._i8:
+                    self._i8[name] = quantize_i8(self.w(name + ".weight"))
+                return i8_product(x, *self._i8[name])
+            if not name.endswith(".kv_b_proj"):
+                raise ValueError(f"{name}: neither requantized nor kv_b_proj")
         return self.product(x, self.w(name + ".weight"))
 
     def product(self, x, w):
@@ -275,7 +341,7 @@ class Model:
 
     def forward(self, ids):
         """ids: list of token ids (positions 0..T-1) -> float64 logits [T, vocab]."""
-        return self.product(self.hidden(ids), self.w("lm_head.weight"))
+        return self.linear(self.hidden(ids), "lm_head")
 
     def mtp_logits(self, ids):
         """DeepSeek-V3's MTP module 0 (the layer after the last, HF names) over a sequence:
@@ -289,16 +355,21 @@ class Model:
         x = self.linear(torch.cat((self.rms(e, p + ".enorm"), self.rms(h, p + ".hnorm")), -1),
                         p + ".eh_proj")
         x = self.layer(self.cfg["num_hidden_layers"], x)
-        return self.product(self.rms(x, p + ".shared_head.norm"),
-                            self.w(p + ".shared_head.head.weight"))
+        return self.linear(self.rms(x, p + ".shared_head.norm"), p + ".shared_head.head")
 
 
-def generate(model, prompt, max_tokens):
-    """Greedy decoding; returns (float64 logits [max_tokens, vocab], generated ids)."""
+def generate(model, prompt, max_tokens, engine_tokens=None):
+    """Greedy decoding; returns (float64 logits [max_tokens, vocab], generated ids).
+    engine_tokens: the engine's tokens of this sequence, whose routes model.follow holds: once the
+    reference leaves them, the later positions hold other tokens and are no longer followed."""
     seq, steps, out = list(prompt), [], []
-    for _ in range(max_tokens):
+    for i in range(max_tokens):
         logits = model.forward(seq)[-1]
         tok = int(torch.argmax(logits))
+        if (engine_tokens is not None and model.follow is not None and
+                (i >= len(engine_tokens) or tok != engine_tokens[i])):
+            model.follow = {p: v for p, v in model.follow.items() if p < len(seq)}
+            engine_tokens = None
         steps.append(logits)
         out.append(tok)
         seq.append(tok)
@@ -315,32 +386,46 @@ def main(argv=None):
     ap.add_argument("--tokens-out", required=True, help='.json {"tokens": [[...], ...]}')
     ap.add_argument("--compute", choices=("exact", "fast"), default="exact",
                     help="fast: the engine's --compute fast rounding (see Model)")
+    ap.add_argument("--requant", choices=("none", "int8"), default="none",
+                    help="int8: the engine's --requant int8 products (see quantize_i8)")
     ap.add_argument("--follow-routes", default=None,
                     help="an engine trace (--trace-out) of the same prompts: route every token to the "
                          "experts the engine chose, and fail (exit 1) where that overrides a gate "
                          "decision by more than --route-tie-tol")
+    ap.add_argument("--follow-tokens", default=None,
+                    help="with --follow-routes: the engine's tokens of that run (--tokens-out); a "
+                         "sequence that leaves them (a near tie, which compare.py bounds) is followed "
+                         "only up to there")
     ap.add_argument("--route-tie-tol", type=float, default=2e-2,
                     help="largest gap/max|choice| of an overridden gate decision")
     args = ap.parse_args(argv)
     if args.max_tokens < 1:
         ap.error("--max-tokens must be >= 1")
     torch.set_num_threads(max(1, os.cpu_count() or 1))
-    model = Model(args.model, fast=args.compute == "fast")
+    model = Model(args.model, fast=args.compute == "fast", requant=args.requant)
     vocab = model.cfg["vocab_size"]
     prompts = [[int(t) for t in p.split(",") if t.strip()] for p in args.prompt_ids]
     for p in prompts:
         if not p or min(p) < 0 or max(p) >= vocab:
             ap.error(f"bad prompt {p} for vocab_size {vocab}")
-    routes = None
+    if args.follow_tokens and not args.follow_routes:
+        ap.error("--follow-tokens needs --follow-routes")
+    routes, engine_tokens = None, None
     if args.follow_routes:
         from routing_flips import read_trace
         routes = read_trace(args.follow_routes)
+    if args.follow_tokens:
+        with open(args.follow_tokens) as f:
+            engine_tokens = json.load(f)["tokens"]
+        if len(engine_tokens) != len(prompts):
+            ap.error(f"--follow-tokens has {len(engine_tokens)} sequences, not {len(prompts)}")
     all_logits, all_tokens = [], []
     for p in prompts:
+        s = len(all_tokens)
         if routes is not None:
-            s = len(all_tokens)
             model.follow = {pos: layers for (seq, pos), layers in routes.items() if seq == s}
-        logits, toks = generate(model, p, args.max_tokens)
+        logits, toks = generate(model, p, args.max_tokens,
+                                engine_tokens[s] if engine_tokens is not None else None)
         all_logits.append(logits.numpy().astype(np.float32))
         all_tokens.append(toks)
         top2 = torch.topk(logits, 2, dim=-1).values

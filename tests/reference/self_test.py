@@ -1,4 +1,4 @@
-"""Self-checks of the reference: formats, RoPE, YaRN, gate, absorbed-vs-expanded MLA, CLI.
+"""Self-checks of the reference: formats, RoPE, YaRN, gate, absorbed-vs-expanded MLA, int8, CLI.
 
   /usr/bin/python3 tests/reference/self_test.py [-v]
 """
@@ -264,6 +264,113 @@ class GateTest(unittest.TestCase):
                         self.assertAlmostEqual(got[e], want[e], places=12)
 
 
+def naive_quantize_i8(row):
+    """One row, element by element in numpy float32: (q list per block, scale per block)."""
+    qs, ss = [], []
+    for b in range(0, len(row), 128):
+        blk = [np.float32(v) for v in row[b:b + 128]] + [np.float32(0)] * max(0, b + 128 - len(row))
+        s = np.float32(max(abs(v) for v in blk)) / np.float32(127.0)
+        q = [0.0] * 128 if s == 0 else [float(min(127, max(-127, np.rint(v / s)))) for v in blk]
+        qs.append(q)
+        ss.append(s)
+    return qs, ss
+
+
+class Int8Test(unittest.TestCase):
+    def test_hand_cases(self):
+        # Block 0 of row 0: max 127, so s = 1 and q = round-half-even(x); block 1 (columns 128-129,
+        # zero-padded to 128) all zero: s = 0, q = 0. Row 1: max 254, s = 2. K = 130.
+        x = np.zeros((2, 130))
+        x[0, :8] = [2.5, 3.5, -2.5, -3.5, 0.49, 126.6, -127.0, 0.5]
+        x[1, :4] = [5.0, 7.0, -254.0, 1.0]
+        x[1, 129] = 3.0  # block 1 of row 1: max 3, s = 3/127
+        q, s = ref.quantize_i8(torch.from_numpy(x))
+        self.assertEqual(q.shape, (2, 2, 128))
+        self.assertEqual(s.dtype, torch.float32)
+        self.assertEqual(q[0, 0, :8].tolist(), [2, 4, -2, -4, 0, 127, -127, 0])
+        self.assertTrue((q[0, 0, 8:] == 0).all())
+        self.assertEqual(s[0].tolist(), [1.0, 0.0])
+        self.assertTrue((q[0, 1] == 0).all())
+        self.assertEqual(q[1, 0, :4].tolist(), [2, 4, -127, 0])  # 2.5 -> 2, 3.5 -> 4, 0.5 -> 0
+        self.assertEqual(s[1, 0].item(), 2.0)
+        self.assertEqual(q[1, 1, 1].item(), 127)
+        self.assertEqual(q[1, 1].abs().sum().item(), 127)  # the padding stays 0
+        self.assertEqual(s[1, 1].item(), float(np.float32(3.0) / np.float32(127.0)))
+        # y = sum over blocks of dot(q_x, q_w) * (s_x * s_w): with w = x, row 0 . row 0 is
+        # 2^2 + 4^2 + 2^2 + 4^2 + 127^2 + 127^2 (times 1 * 1; block 1 is zero).
+        y = ref.i8_product(torch.from_numpy(x), q, s)
+        self.assertEqual(y[0, 0].item(), 4 + 16 + 4 + 16 + 2 * 127 ** 2)
+        self.assertEqual(y[0, 1].item(), (2 * 2 + 4 * 4 + 2 * 127) * 2.0)
+
+    def test_random_against_naive(self):
+        rng = np.random.default_rng(5)
+        for k in (64, 128, 300):
+            x = rng.standard_normal((3, k)) * np.array([[1.0], [1e-3], [50.0]])
+            w = rng.standard_normal((5, k)).astype(np.float32)
+            w[2, :] = 0.0   # an all-zero weight row
+            x[0, 7] = 0.5 * np.float32(np.abs(x[0, :128]).max()) / 127  # near a half step
+            q, s = ref.quantize_i8(torch.from_numpy(x))
+            qw, sw = ref.quantize_i8(torch.from_numpy(w.astype(np.float64)))
+            y = ref.i8_product(torch.from_numpy(x), qw, sw).numpy()
+            for m in range(3):
+                nq, ns = naive_quantize_i8(x[m])
+                self.assertEqual(q[m].tolist(), nq, (k, m))
+                self.assertEqual(s[m].tolist(), [float(v) for v in ns])
+                for n in range(5):
+                    wq, ws = naive_quantize_i8(w[n])
+                    want = sum(float(np.dot(nq[b], wq[b])) * float(ns[b] * ws[b])
+                               for b in range(len(ns)))
+                    self.assertAlmostEqual(y[m, n], want, delta=1e-12 * max(1.0, abs(want)))
+            self.assertTrue((qw[2] == 0).all() and (sw[2] == 0).all())
+            # int8 of both operands: within a few steps of the block max of the exact product
+            exact = x @ w.astype(np.float64).T
+            self.assertLess(np.abs(y - exact).max() / np.abs(exact).max(), 0.05)
+
+    def test_which_weights(self):
+        rng = np.random.default_rng(6)
+        names = ["model.layers.0.self_attn.q_a_proj", "model.layers.0.self_attn.kv_b_proj",
+                 "model.layers.0.mlp.experts.3.down_proj", "lm_head",
+                 "model.layers.1.shared_head.head", "model.layers.1.eh_proj"]
+        m = stub_model({}, {n + ".weight": rng.standard_normal((4, 200)) for n in names})
+        m.requant, m._i8 = "int8", {}
+        x = torch.from_numpy(rng.standard_normal((3, 200)))
+        for n in names:
+            w = m.w(n + ".weight")
+            if n.endswith("kv_b_proj"):
+                self.assertTrue(torch.equal(m.linear(x, n), x @ w.T))
+            else:
+                self.assertTrue(torch.equal(m.linear(x, n), ref.i8_product(x, *ref.quantize_i8(w))), n)
+        self.assertEqual(sorted(m._i8), sorted(n for n in names if not n.endswith("kv_b_proj")))
+        with self.assertRaises(ValueError):
+            m.linear(x, "model.layers.0.mlp.gate")  # the router never goes through linear()
+
+    def test_compare_clean_rows(self):
+        rng = np.random.default_rng(7)
+        ref_l = rng.standard_normal((3, 4, 16)).astype(np.float32)
+        toks = [[0] * 4] * 3
+        eng = ref_l.copy()
+        eng[2, 1:, 0] += 0.02 * np.abs(ref_l[2, 1:]).max()  # 3 of 12 rows off by 2e-2
+        ok, msgs = compare.compare(eng, ref_l, toks, toks, 4e-2, clean=(1e-3, 0.25))
+        self.assertTrue(ok, msgs)
+        self.assertIn("9 of 12 rows within 0.001", msgs[0])
+        eng[:2, :, 0] += 0.02 * np.abs(ref_l).max()  # now every row
+        ok, msgs = compare.compare(eng, ref_l, toks, toks, 4e-2, clean=(1e-3, 0.25))
+        self.assertFalse(ok)
+
+    def test_follow_stops_where_tokens_differ(self):
+        class Fixed:  # every step's argmax is 5
+            follow = {p: [frozenset({p})] for p in range(8)}
+
+            def forward(self, seq):
+                return torch.nn.functional.one_hot(torch.tensor([5] * len(seq)), 9).to(ref.DT)
+        m = Fixed()
+        _, toks = ref.generate(m, [1, 2], 4, engine_tokens=[5, 5, 5, 5])
+        self.assertEqual((toks, sorted(m.follow)), ([5] * 4, list(range(8))))
+        _, toks = ref.generate(m, [1, 2], 4, engine_tokens=[5, 6, 7, 8])
+        # step 1 leaves the engine's tokens: its token (position 3) and later are not followed
+        self.assertEqual((toks, sorted(m.follow)), ([5] * 4, [0, 1, 2]))
+
+
 class AbsorbedModel(ref.Model):
     """MLA in the absorbed, cached form of SPEC §2 (W_uk into q, W_uv after the sum)."""
 
@@ -330,6 +437,20 @@ class ModelTest(unittest.TestCase):
             for e, w in zip(idx[t].tolist(), wt[t].tolist()):
                 want = want + w * m.mlp(x[t:t + 1], f"model.layers.1.mlp.experts.{e}")[0]
             self.assertTrue(torch.allclose(y[t], want, atol=1e-12))
+
+    def test_int8_requant_close_to_exact(self):
+        ids = [3, 17, 200, 5, 5, 99, 511, 0, 42]
+        for compute in ("exact", "fast"):
+            exact = ref.Model(self.dirs["v3", "fp8"], fast=compute == "fast")
+            i8 = ref.Model(self.dirs["v3", "fp8"], fast=compute == "fast", requant="int8")
+            for f in ("forward", "mtp_logits"):
+                a, b = getattr(i8, f)(ids), getattr(exact, f)(ids)
+                err = float((a - b).abs().max() / b.abs().max())
+                self.assertTrue(0 < err < 0.2, (compute, f, err))
+            self.assertIn("lm_head", i8._i8)
+            self.assertIn("model.layers.3.eh_proj", i8._i8)
+            self.assertIn("model.layers.3.shared_head.head", i8._i8)
+            self.assertFalse([n for n in i8._i8 if n.endswith((".kv_b_proj", ".gate"))])
 
     def test_fp8_weights_close_to_bf16(self):
         fp8, bf16 = st.Checkpoint(self.dirs["v3", "fp8"]), st.Checkpoint(self.dirs["v3", "bf16"])
