@@ -152,11 +152,23 @@ void GateUpItemsI8(const GroupedMlpArgs& a, const QuantizedRowsView& qx, int64_t
     const int64_t i0 = c.tile * kTileI, ti = std::min(kTileI, inter - i0);
     for (int64_t r0 = 0; r0 < rows; r0 += kChunkRows) {
       const int64_t rc = std::min(kChunkRows, rows - r0);
-      I8MatMulArgs m{
-          .x = qx.Rows(row0 + r0, rc), .w = w.gate.RowSlice(i0, ti), .y = gate, .y_stride = kTileI};
+      // Each call prefetches the weights of the next: up after gate, then the next item's gate.
+      const WeightView up_w = w.up.RowSlice(i0, ti);
+      I8MatMulArgs m{.x = qx.Rows(row0 + r0, rc),
+                     .w = w.gate.RowSlice(i0, ti),
+                     .y = gate,
+                     .y_stride = kTileI,
+                     .next_weights = up_w.data};
       I8MatMulRows(m, 0, ti);
-      m.w = w.up.RowSlice(i0, ti);
+      m.w = up_w;
       m.y = up;
+      m.next_weights = nullptr;
+      if (item + 1 < item_end && r0 + kChunkRows >= rows) {
+        ItemCursor n = c;
+        Advance(a, tiles, n);
+        if (n.group < a.num_groups)
+          m.next_weights = a.experts[n.group].gate.RowSlice(n.tile * kTileI, 0).data;
+      }
       I8MatMulRows(m, 0, ti);
       SiluMulTile(gate, up, rc, ti, kTileI, a.h + (row0 + r0) * inter + i0, inter);
     }
@@ -170,10 +182,17 @@ void DownItemsI8(const GroupedMlpArgs& a, const QuantizedRowsView& qh, int64_t h
   for (int64_t item = item_begin; item < item_end; ++item, Advance(a, tiles, c)) {
     const int64_t row0 = a.offsets[c.group], rows = a.offsets[c.group + 1] - row0;
     const int64_t h0 = c.tile * kTileH;
+    const void* next = nullptr;  // the next item's first down rows, prefetched at the end
+    if (item + 1 < item_end) {
+      ItemCursor n = c;
+      Advance(a, tiles, n);
+      if (n.group < a.num_groups) next = a.experts[n.group].down.RowSlice(n.tile * kTileH, 0).data;
+    }
     I8MatMulRows({.x = qh.Rows(row0, rows),
                   .w = a.experts[c.group].down,
                   .y = a.out + row0 * hidden,
-                  .y_stride = hidden},
+                  .y_stride = hidden,
+                  .next_weights = next},
                  h0, std::min(hidden, h0 + kTileH));
   }
 }

@@ -336,7 +336,7 @@ void TileColumn(const I8MatMulArgs& a, int64_t g0, int64_t n_end) {
   const uint8_t* next =
       (g0 + kG) * kI8GroupRows < n_end
           ? static_cast<const uint8_t*>(a.w.data) + (g0 + kG) * a.w.ScaleCols() * kI8GroupBytes
-          : nullptr;
+          : static_cast<const uint8_t*>(a.next_weights);
   int64_t m0 = 0;
   for (; m0 + 4 <= M; m0 += 4, next = nullptr) Tile<4, kG>(a, m0, g0, n_end, next);
   switch (M - m0) {

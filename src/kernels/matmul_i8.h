@@ -61,6 +61,9 @@ struct I8MatMulArgs {
   float* y = nullptr;
   int64_t y_stride = 0;  // >= N
   bool accumulate = false;
+  // Optional: the packed weights the caller multiplies next (same number of column blocks),
+  // whose first rows are prefetched while the last rows of this call are multiplied.
+  const void* next_weights = nullptr;
 };
 // Rows [n_begin, n_end) of y; n_begin a multiple of kI8GroupRows. The AVX512-VNNI kernel where
 // the CPU has it (I8MatMulAccelerated), else the scalar twin.
