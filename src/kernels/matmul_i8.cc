@@ -272,11 +272,12 @@ void QuantizeRangeAvx512(const float* x, int64_t cols, int64_t x_stride, int64_t
   }
 }
 
-// `next`: the first byte of the next tile column's weights, prefetched step by step while this
-// one is multiplied (by the first row tile only; null for none): it streams from memory while
-// the cached weights of this column serve the other row tiles.
+// `next`: the first byte of the next tile column's weights (null for none), prefetched step by
+// step while this one is multiplied: the blocks b with b % passes == pass, for row tile `pass`
+// of `passes`. It streams from memory while the cached weights of this column serve the rows.
 template <int kM, int kG>
-void Tile(const I8MatMulArgs& a, int64_t m0, int64_t g0, int64_t n_end, const uint8_t* next) {
+void Tile(const I8MatMulArgs& a, int64_t m0, int64_t g0, int64_t n_end, const uint8_t* next,
+          int64_t pass, int64_t passes) {
   const int64_t kb = a.w.ScaleCols();
   const uint8_t* data = static_cast<const uint8_t*>(a.w.data);
   __m512 facc[kM][kG];
@@ -297,7 +298,7 @@ void Tile(const I8MatMulArgs& a, int64_t m0, int64_t g0, int64_t n_end, const ui
     for (int64_t j = 0; j < kChunks; ++j) {
       __m512i w[kG];
       for (int i = 0; i < kG; ++i) w[i] = _mm512_load_si512(wb[i] + j * 64);
-      if (next != nullptr) {
+      if (next != nullptr && b % passes == pass) {
         const char* p = reinterpret_cast<const char*>(next + b * kI8GroupBytes + j * 64);
         _mm_prefetch(p, _MM_HINT_T0);
         _mm_prefetch(p + kb * kI8GroupBytes, _MM_HINT_T0);
@@ -337,15 +338,18 @@ void TileColumn(const I8MatMulArgs& a, int64_t g0, int64_t n_end) {
       (g0 + kG) * kI8GroupRows < n_end
           ? static_cast<const uint8_t*>(a.w.data) + (g0 + kG) * a.w.ScaleCols() * kI8GroupBytes
           : static_cast<const uint8_t*>(a.next_weights);
-  int64_t m0 = 0;
-  for (; m0 + 4 <= M; m0 += 4, next = nullptr) Tile<4, kG>(a, m0, g0, n_end, next);
+  // The row tiles share out the prefetch: pass p takes the blocks b with b % passes == p, so
+  // the next column streams in at an even pace over this column's work, not in one burst.
+  const int64_t passes = (M + 3) / 4;
+  int64_t m0 = 0, pass = 0;
+  for (; m0 + 4 <= M; m0 += 4, ++pass) Tile<4, kG>(a, m0, g0, n_end, next, pass, passes);
   switch (M - m0) {
     case 3:
-      return Tile<3, kG>(a, m0, g0, n_end, next);
+      return Tile<3, kG>(a, m0, g0, n_end, next, pass, passes);
     case 2:
-      return Tile<2, kG>(a, m0, g0, n_end, next);
+      return Tile<2, kG>(a, m0, g0, n_end, next, pass, passes);
     case 1:
-      return Tile<1, kG>(a, m0, g0, n_end, next);
+      return Tile<1, kG>(a, m0, g0, n_end, next, pass, passes);
     default:
       return;
   }
