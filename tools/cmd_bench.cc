@@ -24,6 +24,7 @@ struct DecodeFlags {
   double bw_gib = 1.0;
   std::string compute = "exact";
   bool json = false;
+  bool same_tokens = false;
 };
 
 Status RunDecode(const DecodeFlags& f) {
@@ -45,7 +46,8 @@ Status RunDecode(const DecodeFlags& f) {
                                              {.batches = f.batches,
                                               .prompt_len = f.prompt_len,
                                               .decode_steps = f.steps,
-                                              .compute = ComputeFromFlag(f.compute)}));
+                                              .compute = ComputeFromFlag(f.compute),
+                                              .same_tokens = f.same_tokens}));
   const kernels::BandwidthResult bw_after = kernels::MeasureBandwidth(bw_opt, pool);
   bw.read_gbps = std::max(bw.read_gbps, bw_after.read_gbps);
   bw.triad_gbps = std::max(bw.triad_gbps, bw_after.triad_gbps);
@@ -57,6 +59,7 @@ Status RunDecode(const DecodeFlags& f) {
     j["threads"] = pool.num_threads();
     j["compute"] = f.compute;
     j["requant"] = f.model.requant;
+    j["same_tokens"] = f.same_tokens;
     j["fast_kernel_available"] = kernels::FastMatMulAvailable();
     j["fast_kernel"] = kernels::FastKernelName(kernels::FastMatMulKernel());
     j["read_bandwidth_gbps"] = bw.read_gbps;
@@ -96,6 +99,7 @@ Status RunDecode(const DecodeFlags& f) {
     std::printf("%s\n", j.dump(2).c_str());
     return Status::Ok();
   }
+  if (f.same_tokens) std::printf("workload: every sequence token 0 (llama-batched-bench's)\n");
   std::printf("model: %s, threads: %d, compute: %s, requant: %s\n", dir.c_str(), pool.num_threads(),
               ComputeNote(f.compute).c_str(), RequantNote(f.model.requant).c_str());
   std::printf("measured bandwidth: streaming read %.2f GB/s, STREAM triad %.2f GB/s\n",
@@ -179,6 +183,10 @@ void RegisterBenchCommand(CLI::App& app, CommandContext& ctx) {
   decode->add_option("--steps", f->steps, "decode steps timed per batch size")
       ->check(AtLeast(1))
       ->capture_default_str();
+  decode->add_flag("--same-tokens", f->same_tokens,
+                   "llama-batched-bench's workload: every prompt and fed token is token 0, so all "
+                   "sequences of a batch route to the same experts (default: each sequence its "
+                   "own prompt and greedy tokens, distinct routes)");
   decode->add_option("--threads", f->threads, "worker threads (0: all cores)")
       ->check(ThreadCount());
   decode->add_option("--bandwidth-gib", f->bw_gib, "buffer size of the bandwidth probe, GiB")

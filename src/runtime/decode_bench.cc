@@ -51,7 +51,8 @@ StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, Thre
     ForwardBatch fb;
     for (int s = 0; s < batch; ++s) {
       std::vector<int32_t> p(opt.prompt_len);
-      for (int i = 0; i < opt.prompt_len; ++i) p[i] = (s * 7919 + i * 104729) % c.vocab_size;
+      for (int i = 0; i < opt.prompt_len; ++i)
+        p[i] = opt.same_tokens ? 0 : (s * 7919 + i * 104729) % c.vocab_size;
       fb.chunks.push_back({s, p});
     }
     std::vector<float> logits(static_cast<size_t>(batch) * c.vocab_size);
@@ -68,7 +69,7 @@ StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, Thre
         int32_t best = 0;
         for (int v = 1; v < c.vocab_size; ++v)
           if (l[v] > l[best]) best = v;
-        fb.chunks[s].tokens.assign(1, best);
+        fb.chunks[s].tokens.assign(1, opt.same_tokens ? 0 : best);
         kv_step += static_cast<double>(cache.length(s) + 1) * c.kv_a_dim() * sizeof(float) * c.num_hidden_layers;
         attn_macs += static_cast<double>(cache.length(s) + 1) * attn_macs_per_position;
       }

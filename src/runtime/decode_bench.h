@@ -18,6 +18,10 @@ struct DecodeBenchOptions {
   int prompt_len = 64;
   int decode_steps = 16;
   kernels::Compute compute = kernels::Compute::kExact;
+  // llama-batched-bench's workload: every sequence's prompt and every token fed is token 0, so
+  // all sequences of a batch route alike (the experts of one token per layer). Otherwise each
+  // sequence has its own prompt and greedy tokens (distinct routes: the realistic case).
+  bool same_tokens = false;
 };
 
 struct DecodeBenchRow {
