@@ -44,6 +44,21 @@ TEST(DecodeBenchTest, CountsTheStepsBytesAndFlops) {
   EXPECT_LE(r.routed_bytes_per_step, r.experts_touched_per_layer * moe_layers * expert * 1.1);
 }
 
+// --same-tokens (llama-batched-bench's workload): the batch's sequences are identical, so they
+// touch the experts of one token per layer; distinct sequences touch more.
+TEST(DecodeBenchTest, SameTokensRouteTheBatchAlike) {
+  const std::string dir = testing::MakeTiny("decode_bench_same", "tiny", WeightDType::kFP8);
+  auto loaded = LoadModel(dir, {});
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const ModelConfig& c = (*loaded)->config;
+  ThreadPool pool(2);
+  auto same = RunDecodeBench(**loaded, pool, {.batches = {4}, .prompt_len = 3, .decode_steps = 2, .same_tokens = true});
+  auto distinct = RunDecodeBench(**loaded, pool, {.batches = {4}, .prompt_len = 3, .decode_steps = 2});
+  ASSERT_TRUE(same.ok() && distinct.ok());
+  EXPECT_EQ((*same)[0].experts_touched_per_layer, c.num_experts_per_tok);
+  EXPECT_GT((*distinct)[0].experts_touched_per_layer, c.num_experts_per_tok);
+}
+
 TEST(DecodeBenchTest, FloorTakesTheSlowerRoofPerKindOfWork) {
   DecodeBenchRow r;
   r.dense_bytes_per_step = 1e9;       // 10 ms at 100 GB/s
