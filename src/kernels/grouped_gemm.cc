@@ -240,30 +240,20 @@ Dims GroupDims(const GroupedMlpArgs& a) {
   return d;
 }
 
-// rows x cols floats at x into q, in parallel over the rows.
-void QuantizeParallel(const float* x, int64_t rows, int64_t cols, ThreadPool& pool,
-                      QuantizedRows& q) {
-  ResizeQuantizedRows(rows, cols, q);
-  const size_t grain = static_cast<size_t>(std::max<int64_t>(1, 8192 / cols));
-  pool.ParallelFor(static_cast<size_t>(rows), grain, [&](size_t b, size_t e, int) {
-    QuantizeRowRange(x, cols, cols, static_cast<int64_t>(b), static_cast<int64_t>(e), q);
-  });
-}
-
 void GroupedMlpI8(const GroupedMlpArgs& a, const Dims& d, ThreadPool& pool) {
   const int64_t tile_i = HWY_DYNAMIC_DISPATCH(TileI)(), tile_h = HWY_DYNAMIC_DISPATCH(TileH)();
   const int64_t rows = a.offsets[a.num_groups];
   // The caller's buffers, by reference: the workers read them.
   thread_local QuantizedRows per_thread_x, per_thread_h;
   QuantizedRows &qx = per_thread_x, &qh = per_thread_h;
-  QuantizeParallel(a.x, rows, d.hidden, pool, qx);
+  QuantizeRows(a.x, rows, d.hidden, d.hidden, qx, pool);
   const auto gate_up = HWY_DYNAMIC_DISPATCH(GateUpItemsI8);
   const QuantizedRowsView x = qx.View();
   pool.ParallelFor(d.active_groups * ((d.inter + tile_i - 1) / tile_i), 1,
                    [&](size_t b, size_t e, int) {
                      gate_up(a, x, d.inter, static_cast<int64_t>(b), static_cast<int64_t>(e));
                    });
-  QuantizeParallel(a.h, rows, d.inter, pool, qh);
+  QuantizeRows(a.h, rows, d.inter, d.inter, qh, pool);
   const auto down = HWY_DYNAMIC_DISPATCH(DownItemsI8);
   const QuantizedRowsView h = qh.View();
   pool.ParallelFor(d.active_groups * ((d.hidden + tile_h - 1) / tile_h), 1,

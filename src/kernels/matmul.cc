@@ -304,22 +304,11 @@ void QuantizeInputs(std::span<const MatMulArgs> live, ThreadPool& pool, Quantize
     if (q.index[p] >= 0) continue;
     q.index[p] = static_cast<int>(owner.size());
     owner.push_back(p);
-    if (q.inputs.size() < owner.size()) q.inputs.resize(owner.size());
-    ResizeQuantizedRows(a.num_rows, a.w.cols, q.inputs[q.index[p]]);
   }
+  if (q.inputs.size() < owner.size()) q.inputs.resize(owner.size());
   for (size_t i = 0; i < owner.size(); ++i) {
     const MatMulArgs& a = live[owner[i]];
-    const size_t grain =
-        static_cast<size_t>(std::max<int64_t>(1, 8192 / std::max<int64_t>(1, a.w.cols)));
-    auto quantize = [&](size_t b, size_t e, int) {
-      QuantizeRowRange(a.x, a.w.cols, a.x_stride, static_cast<int64_t>(b), static_cast<int64_t>(e),
-                       q.inputs[i]);
-    };
-    if (static_cast<size_t>(a.num_rows) <= grain) {
-      quantize(0, static_cast<size_t>(a.num_rows), 0);
-    } else {
-      pool.ParallelFor(static_cast<size_t>(a.num_rows), grain, quantize);
-    }
+    QuantizeRows(a.x, a.num_rows, a.w.cols, a.x_stride, q.inputs[i], pool);
   }
 }
 }  // namespace

@@ -134,6 +134,7 @@ QuantizedRowsView QuantizedRows::View() const {
   return {.q = q.data(), .scale = scale.data(), .sum = sum.data(), .rows = rows, .blocks = blocks};
 }
 
+namespace {
 void ResizeQuantizedRows(int64_t rows, int64_t cols, QuantizedRows& out) {
   out.rows = rows;
   out.blocks = (cols + kI8BlockCols - 1) / kI8BlockCols;
@@ -143,7 +144,9 @@ void ResizeQuantizedRows(int64_t rows, int64_t cols, QuantizedRows& out) {
   if (out.sum.size() < blocks) out.sum.resize(blocks);
 }
 
-namespace {
+// Rows [begin, end) of x into out, sized already (the CPU's best path, defined below).
+void QuantizeRowRange(const float* x, int64_t cols, int64_t x_stride, int64_t begin, int64_t end,
+                      QuantizedRows& out);
 
 void QuantizeRangeScalar(const float* x, int64_t cols, int64_t x_stride, int64_t begin, int64_t end,
                          QuantizedRows& out) {
@@ -178,6 +181,15 @@ void QuantizeRows(const float* x, int64_t rows, int64_t cols, int64_t x_stride,
                   QuantizedRows& out) {
   ResizeQuantizedRows(rows, cols, out);
   QuantizeRowRange(x, cols, x_stride, 0, rows, out);
+}
+
+void QuantizeRows(const float* x, int64_t rows, int64_t cols, int64_t x_stride, QuantizedRows& out,
+                  ThreadPool& pool) {
+  ResizeQuantizedRows(rows, cols, out);
+  const size_t grain = static_cast<size_t>(std::max<int64_t>(1, 8192 / std::max<int64_t>(1, cols)));
+  pool.ParallelFor(static_cast<size_t>(rows), grain, [&](size_t b, size_t e, int) {
+    QuantizeRowRange(x, cols, x_stride, static_cast<int64_t>(b), static_cast<int64_t>(e), out);
+  });
 }
 
 void I8MatMulRowsScalar(const I8MatMulArgs& a, int64_t n_begin, int64_t n_end) {
@@ -379,11 +391,13 @@ bool I8MatMulAccelerated() {
   return accelerated;
 }
 
+namespace {
 void QuantizeRowRange(const float* x, int64_t cols, int64_t x_stride, int64_t begin, int64_t end,
                       QuantizedRows& out) {
   if (I8MatMulAccelerated()) return QuantizeRangeAvx512(x, cols, x_stride, begin, end, out);
   QuantizeRangeScalar(x, cols, x_stride, begin, end, out);
 }
+}  // namespace
 
 void I8MatMulRows(const I8MatMulArgs& a, int64_t n_begin, int64_t n_end) {
   CHECK(n_begin % kI8GroupRows == 0) << "int8 rows from " << n_begin;
@@ -398,10 +412,12 @@ void I8MatMulRows(const I8MatMulArgs& a, int64_t n_begin, int64_t n_end) {
 
 bool I8MatMulAccelerated() { return false; }
 
+namespace {
 void QuantizeRowRange(const float* x, int64_t cols, int64_t x_stride, int64_t begin, int64_t end,
                       QuantizedRows& out) {
   QuantizeRangeScalar(x, cols, x_stride, begin, end, out);
 }
+}  // namespace
 
 void I8MatMulRows(const I8MatMulArgs& a, int64_t n_begin, int64_t n_end) {
   CHECK(n_begin % kI8GroupRows == 0) << "int8 rows from " << n_begin;

@@ -49,11 +49,9 @@ struct QuantizedRows {
 void QuantizeRows(const float* x, int64_t rows, int64_t cols, int64_t x_stride, QuantizedRows& out);
 void QuantizeRowsScalar(const float* x, int64_t rows, int64_t cols, int64_t x_stride,
                         QuantizedRows& out);
-// The same in parts (for a parallel loop): size out for rows x cols, then quantize rows
-// [begin, end) of x into it.
-void ResizeQuantizedRows(int64_t rows, int64_t cols, QuantizedRows& out);
-void QuantizeRowRange(const float* x, int64_t cols, int64_t x_stride, int64_t begin, int64_t end,
-                      QuantizedRows& out);
+// The same, the rows shared out over the pool (a few KB of x per chunk; small inputs inline).
+void QuantizeRows(const float* x, int64_t rows, int64_t cols, int64_t x_stride, QuantizedRows& out,
+                  ThreadPool& pool);
 
 struct I8MatMulArgs {
   QuantizedRowsView x;  // M = x.rows; x.blocks == w.ScaleCols()
