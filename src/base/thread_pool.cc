@@ -72,9 +72,7 @@ void ThreadPool::ChunkOf(size_t n, size_t grain, int num_threads, int c, size_t*
 
 ThreadPool::ThreadPool(int num_threads)
     : num_threads_(std::max(1, num_threads)),
-      claimed_(new std::atomic<uint64_t>[static_cast<size_t>(num_threads_) * kChunksPerThread]) {
-  for (int c = 0; c < num_threads_ * kChunksPerThread; ++c)
-    claimed_[c].store(0, std::memory_order_relaxed);
+      claimed_(new Claim[static_cast<size_t>(num_threads_) * kChunksPerThread]) {
   for (int t = 1; t < num_threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
 }
 
@@ -107,11 +105,10 @@ bool ThreadPool::TryRun(int c, int t, uint64_t word) {
   // generation finds all of that generation's chunks claimed already. So the job fields read
   // below belong to this generation.
   const uint64_t gen = Generation(word);
-  uint64_t prev = claimed_[c].load(std::memory_order_acquire);
+  uint64_t prev = claimed_[c].gen.load(std::memory_order_acquire);
   do {
     if (prev >= gen) return false;
-  } while (!claimed_[c].compare_exchange_weak(prev, gen, std::memory_order_acq_rel));
-  const int chunks = Chunks(word);
+  } while (!claimed_[c].gen.compare_exchange_weak(prev, gen, std::memory_order_acq_rel));
   size_t b, e;
   ChunkOf(job_n_, job_grain_, num_threads_, c, &b, &e);
   if (b < e) {
@@ -122,13 +119,19 @@ bool ThreadPool::TryRun(int c, int t, uint64_t word) {
       // still run (a chunk has no way to cancel its siblings, and they are short).
       std::lock_guard<std::mutex> lock(mu_);
       if (!error_) error_ = std::current_exception();
+      has_error_.store(true, std::memory_order_relaxed);
     }
   }
-  if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
+  return true;
+}
+
+void ThreadPool::NotifyDone() {
+  // Pairs with the caller's store of caller_sleeps_ before it checks done_ (both seq_cst):
+  // either it sees this thread's count, or this thread sees it asleep and wakes it.
+  if (caller_sleeps_.load(std::memory_order_seq_cst)) {
     std::lock_guard<std::mutex> lock(mu_);
     done_cv_.notify_one();
   }
-  return true;
 }
 
 void ThreadPool::RunChunks(int t, uint64_t word) {
@@ -136,14 +139,24 @@ void ThreadPool::RunChunks(int t, uint64_t word) {
   // Own run first (contiguous, in order).
   const int own_begin = static_cast<int>(static_cast<int64_t>(chunks) * t / num_threads_);
   const int own_end = static_cast<int>(static_cast<int64_t>(chunks) * (t + 1) / num_threads_);
+  int ran = 0;
   for (int c = own_begin; c < own_end; ++c)
-    if (TryRun(c, t, word) && t == 0 && hook_) hook_();
+    if (TryRun(c, t, word)) {
+      ++ran;
+      if (t == 0 && hook_) hook_();
+    }
   // Then other threads' chunks from their ends backwards: the smallest first, while their
   // owners work forwards through the big ones.
   for (int i = 1; i < chunks; ++i) {
     const int c = (own_begin - i + chunks) % chunks;
-    if ((c < own_begin || c >= own_end) && TryRun(c, t, word) && t == 0 && hook_) hook_();
+    if ((c < own_begin || c >= own_end) && TryRun(c, t, word)) {
+      ++ran;
+      if (t == 0 && hook_) hook_();
+    }
   }
+  // One count per thread and loop, not per chunk: done_ is the line every thread writes.
+  if (ran > 0 && done_.fetch_add(ran, std::memory_order_seq_cst) + ran == chunks && t != 0)
+    NotifyDone();
 }
 
 void ThreadPool::ParallelFor(size_t n, size_t grain,
@@ -171,26 +184,32 @@ void ThreadPool::ParallelFor(size_t n, size_t grain,
   const uint64_t word =
       ((Generation(generation_.load(std::memory_order_relaxed)) + 1) << kChunkBits) |
       static_cast<uint64_t>(chunks);
-  {
-    // Publishing under the mutex: a worker that found no new generation under the lock is
-    // already waiting when notify_all runs, so no wake-up is lost.
-    std::lock_guard<std::mutex> lock(mu_);
-    generation_.store(word, std::memory_order_release);
+  // Pairs with a worker's store of sleepers_ before it checks generation_ (both seq_cst): either
+  // it sees the new generation, or this thread sees it asleep and wakes it (under the mutex, so
+  // the wake-up cannot fall between its check and its wait).
+  generation_.store(word, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    { std::lock_guard<std::mutex> lock(mu_); }
+    start_cv_.notify_all();
   }
-  start_cv_.notify_all();
   RunChunks(0, word);
-  auto all_done = [this, chunks] { return done_.load(std::memory_order_acquire) == chunks; };
+  auto all_done = [this, chunks] { return done_.load(std::memory_order_seq_cst) == chunks; };
   if (!SpinUntil(all_done)) {
     std::unique_lock<std::mutex> lock(mu_);
+    caller_sleeps_.store(true, std::memory_order_seq_cst);
     done_cv_.wait(lock, all_done);
+    caller_sleeps_.store(false, std::memory_order_relaxed);
   }
-  job_ = nullptr;
-  std::exception_ptr error;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::swap(error, error_);
+  // Every chunk's thread set has_error_ (if it threw) before its count reached done_.
+  if (has_error_.load(std::memory_order_relaxed)) {
+    std::exception_ptr error;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::swap(error, error_);
+      has_error_.store(false, std::memory_order_relaxed);
+    }
+    std::rethrow_exception(error);
   }
-  if (error) std::rethrow_exception(error);
 }
 
 void ThreadPool::WorkerLoop(int thread_idx) {
@@ -198,11 +217,13 @@ void ThreadPool::WorkerLoop(int thread_idx) {
   for (;;) {
     auto woken = [&] {
       return stop_.load(std::memory_order_acquire) ||
-             generation_.load(std::memory_order_acquire) != seen;
+             generation_.load(std::memory_order_seq_cst) != seen;
     };
     if (!SpinUntil(woken)) {
       std::unique_lock<std::mutex> lock(mu_);
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
       start_cv_.wait(lock, woken);
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
     }
     if (stop_.load(std::memory_order_acquire)) return;
     seen = generation_.load(std::memory_order_acquire);

@@ -11,7 +11,10 @@
 // early takes chunks nobody has started, so a worker that is slow to wake or descheduled on a busy
 // machine delays little. Between calls, workers spin briefly before sleeping, because decode
 // issues hundreds of short loops per step and a futex wake-up per loop would cost more than
-// the loop.
+// the loop. For the same reason a loop's fixed cost is kept to a few cache-line transfers: each
+// chunk's claim sits on its own cache line (a thread claiming its own chunks touches nothing
+// the other threads use), each thread reports the chunks it ran once, not per chunk, and the
+// mutex and condition variables are touched only when some thread actually sleeps.
 // Thread safety: ParallelFor may be called from one thread at a time.
 #pragma once
 
@@ -69,8 +72,10 @@ class ThreadPool {
   // Claims chunk c of the generation in `word` (see generation_) and runs it on thread t;
   // false if already claimed.
   bool TryRun(int c, int t, uint64_t word);
-  // Runs thread t's own chunks, then any unclaimed ones.
+  // Runs thread t's own chunks, then any unclaimed ones, then adds how many it ran to done_.
   void RunChunks(int t, uint64_t word);
+  // Wakes the caller if it sleeps waiting for the last chunk.
+  void NotifyDone();
 
   int num_threads_;
   std::function<void()> hook_;
@@ -78,17 +83,25 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable start_cv_;
   std::condition_variable done_cv_;
-  // Job description; written by the caller before generation_ is bumped (release).
-  const std::function<void(size_t, size_t, int)>* job_ = nullptr;
+  // Job description; written by the caller before generation_ is bumped (release). The job and
+  // generation_ share one cache line: a worker that sees the new generation has the job too.
+  alignas(64) const std::function<void(size_t, size_t, int)>* job_ = nullptr;
   size_t job_n_ = 0;
   size_t job_grain_ = 1;
   // (generation << 16) | number of chunks; published after the job fields (release).
   std::atomic<uint64_t> generation_{0};
-  // claimed_[c]: the last generation whose chunk c was claimed.
-  std::unique_ptr<std::atomic<uint64_t>[]> claimed_;
-  std::atomic<int> done_{0};  // chunks finished in the current generation
+  // claimed_[c].gen: the last generation whose chunk c was claimed; one cache line each.
+  struct alignas(64) Claim {
+    std::atomic<uint64_t> gen{0};
+  };
+  std::unique_ptr<Claim[]> claimed_;
+  alignas(64) std::atomic<int> done_{0};  // chunks finished in the current generation
+  // Read on every loop, written only around sleeps: their own line.
+  alignas(64) std::atomic<int> sleepers_{0};  // workers asleep on start_cv_ (or about to be)
+  std::atomic<bool> caller_sleeps_{false};    // the caller waits on done_cv_ (or is about to)
   std::atomic<bool> stop_{false};
-  std::exception_ptr error_;  // the first exception of the current job; guarded by mu_
+  std::exception_ptr error_;            // the first exception of the current job; guarded by mu_
+  std::atomic<bool> has_error_{false};  // error_ is set
 };
 
 }  // namespace epserve

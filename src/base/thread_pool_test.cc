@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace epserve {
@@ -127,6 +129,26 @@ TEST(ThreadPoolTest, EveryChunkOnceUnderStress) {
         if (b < e) expected.push_back({b, e});
       }
       ASSERT_EQ(ranges, expected);
+    }
+  }
+}
+
+// The slow paths: workers that went to sleep between loops (idle longer than their spin) must
+// be woken, and a caller that waits longer than its spin for a worker's chunk must be woken
+// when it ends. A lost wake-up hangs here; the test runs with a bound under CTest.
+TEST(ThreadPoolTest, SleepingWorkersAndCallerAreWoken) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    for (int rep = 0; rep < 40; ++rep) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(rep % 2 == 0 ? 2 : 0));
+      const size_t n = 2 + rep % 13;
+      std::vector<std::atomic<int>> hits(n);
+      pool.ParallelFor(n, 1, [&](size_t b, size_t e, int t) {
+        // A worker's chunk outlasts the caller's spin, so the caller sleeps on it.
+        if (t != 0 && rep % 4 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        for (size_t i = b; i < e; ++i) hits[i]++;
+      });
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << threads << " " << rep;
     }
   }
 }
