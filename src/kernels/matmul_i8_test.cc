@@ -106,7 +106,8 @@ TEST(I8QuantizeTest, VectorAndScalarAgreeBitForBit) {
 }
 
 // The kernel (AVX512-VNNI where the CPU has it) against its scalar twin, bit for bit, for
-// every tile shape (M = 1..4 tails, 1 or 2 row groups), partial groups and blocks, row ranges
+// every tile shape (M = 1..4 one group at a time, M = 1 on its two-chain tile; larger M in
+// tiles of 1..4 rows and 1 or 2 row groups), partial groups and blocks, row ranges
 // and accumulate; and against the exact product within the bound the two roundings allow.
 TEST_P(I8Test, KernelMatchesTwinBitForBitAndExactWithinBound) {
   const int64_t N = 72, K = 300;
