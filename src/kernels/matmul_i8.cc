@@ -287,46 +287,59 @@ void QuantizeRangeAvx512(const float* x, int64_t cols, int64_t x_stride, int64_t
 // `next`: the first byte of the next tile column's weights (null for none), prefetched step by
 // step while this one is multiplied: the blocks b with b % passes == pass, for row tile `pass`
 // of `passes`. It streams from memory while the cached weights of this column serve the rows.
+// One row times one group has a single chain of 32 dependent VPDPBUSDs per block: it is split
+// over two accumulators (even and odd steps; integer sums, so exactly the same result).
 template <int kM, int kG>
 void Tile(const I8MatMulArgs& a, int64_t m0, int64_t g0, int64_t n_end, const uint8_t* next,
           int64_t pass, int64_t passes) {
+  constexpr int kChains = kM * kG == 1 ? 2 : 1;
   const int64_t kb = a.w.ScaleCols();
   const uint8_t* data = static_cast<const uint8_t*>(a.w.data);
   __m512 facc[kM][kG];
   for (int m = 0; m < kM; ++m)
     for (int i = 0; i < kG; ++i) facc[m][i] = _mm512_setzero_ps();
   for (int64_t b = 0; b < kb; ++b) {
-    __m512i iacc[kM][kG];
+    __m512i iacc[kChains][kM][kG];
     const int8_t* xq[kM];
     for (int m = 0; m < kM; ++m) {
       const int64_t mb = (m0 + m) * kb + b;
       xq[m] = a.x.q + mb * kI8BlockCols;
       const __m512i init = _mm512_set1_epi32(-128 * a.x.sum[mb]);
-      for (int i = 0; i < kG; ++i) iacc[m][i] = init;
+      for (int i = 0; i < kG; ++i) {
+        iacc[0][m][i] = init;
+        for (int c = 1; c < kChains; ++c) iacc[c][m][i] = _mm512_setzero_si512();
+      }
     }
     const uint8_t* wb[kG];
     for (int i = 0; i < kG; ++i) wb[i] = data + ((g0 + i) * kb + b) * kI8GroupBytes;
+    const bool prefetch = next != nullptr && b % passes == pass;
 #pragma GCC unroll 4
-    for (int64_t j = 0; j < kChunks; ++j) {
-      __m512i w[kG];
-      for (int i = 0; i < kG; ++i) w[i] = _mm512_load_si512(wb[i] + j * 64);
-      if (next != nullptr && b % passes == pass) {
-        const char* p = reinterpret_cast<const char*>(next + b * kI8GroupBytes + j * 64);
-        _mm_prefetch(p, _MM_HINT_T0);
-        _mm_prefetch(p + kb * kI8GroupBytes, _MM_HINT_T0);
-      }
-      for (int m = 0; m < kM; ++m) {
-        int32_t four;
-        std::memcpy(&four, xq[m] + j * 4, 4);
-        const __m512i xb = _mm512_set1_epi32(four);
-        for (int i = 0; i < kG; ++i) iacc[m][i] = _mm512_dpbusd_epi32(iacc[m][i], w[i], xb);
+    for (int64_t j0 = 0; j0 < kChunks; j0 += kChains) {
+      for (int c = 0; c < kChains; ++c) {
+        const int64_t j = j0 + c;
+        __m512i w[kG];
+        for (int i = 0; i < kG; ++i) w[i] = _mm512_load_si512(wb[i] + j * 64);
+        if (prefetch) {
+          const char* p = reinterpret_cast<const char*>(next + b * kI8GroupBytes + j * 64);
+          _mm_prefetch(p, _MM_HINT_T0);
+          _mm_prefetch(p + kb * kI8GroupBytes, _MM_HINT_T0);
+        }
+        for (int m = 0; m < kM; ++m) {
+          int32_t four;
+          std::memcpy(&four, xq[m] + j * 4, 4);
+          const __m512i xb = _mm512_set1_epi32(four);
+          for (int i = 0; i < kG; ++i) iacc[c][m][i] = _mm512_dpbusd_epi32(iacc[c][m][i], w[i], xb);
+        }
       }
     }
+    for (int c = 1; c < kChains; ++c)
+      for (int m = 0; m < kM; ++m)
+        for (int i = 0; i < kG; ++i) iacc[0][m][i] = _mm512_add_epi32(iacc[0][m][i], iacc[c][m][i]);
     for (int i = 0; i < kG; ++i) {
       const __m512 sw = _mm512_loadu_ps(a.w.scale + ((g0 + i) * kb + b) * kI8GroupRows);
       for (int m = 0; m < kM; ++m) {
         const __m512 s = _mm512_mul_ps(_mm512_set1_ps(a.x.scale[(m0 + m) * kb + b]), sw);
-        facc[m][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[m][i]), s, facc[m][i]);
+        facc[m][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[0][m][i]), s, facc[m][i]);
       }
     }
   }
@@ -341,34 +354,6 @@ void Tile(const I8MatMulArgs& a, int64_t m0, int64_t g0, int64_t n_end, const ui
       _mm512_mask_storeu_ps(y, mask, v);
     }
   }
-}
-
-// One activation row and one group: the 32 dependent VPDPBUSDs of a block split over two
-// accumulators (even and odd chunks; integer sums, so exactly the same result).
-void TileOne(const I8MatMulArgs& a, int64_t g, int64_t n_end) {
-  const int64_t kb = a.w.ScaleCols();
-  const uint8_t* data = static_cast<const uint8_t*>(a.w.data) + g * kb * kI8GroupBytes;
-  __m512 facc = _mm512_setzero_ps();
-  for (int64_t b = 0; b < kb; ++b) {
-    const int8_t* xq = a.x.q + b * kI8BlockCols;
-    __m512i even = _mm512_set1_epi32(-128 * a.x.sum[b]), odd = _mm512_setzero_si512();
-    const uint8_t* wb = data + b * kI8GroupBytes;
-#pragma GCC unroll 8
-    for (int64_t j = 0; j < kChunks; j += 2) {
-      int32_t x0, x1;
-      std::memcpy(&x0, xq + j * 4, 4);
-      std::memcpy(&x1, xq + j * 4 + 4, 4);
-      even = _mm512_dpbusd_epi32(even, _mm512_load_si512(wb + j * 64), _mm512_set1_epi32(x0));
-      odd = _mm512_dpbusd_epi32(odd, _mm512_load_si512(wb + j * 64 + 64), _mm512_set1_epi32(x1));
-    }
-    const __m512 s = _mm512_mul_ps(_mm512_set1_ps(a.x.scale[b]),
-                                   _mm512_loadu_ps(a.w.scale + (g * kb + b) * kI8GroupRows));
-    facc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)), s, facc);
-  }
-  const int64_t n = g * kI8GroupRows, left = n_end - n;
-  const __mmask16 mask = left >= 16 ? 0xffff : (__mmask16{1} << left) - 1;
-  if (a.accumulate) facc = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, a.y + n), facc);
-  _mm512_mask_storeu_ps(a.y + n, mask, facc);
 }
 
 // `prefetch`: prefetch the next tile column (see Tile); off where the columns are read in
@@ -408,13 +393,8 @@ constexpr int64_t kSingleStreamRows = 4;
 
 void I8MatMulRowsAvx512(const I8MatMulArgs& a, int64_t n_begin, int64_t n_end) {
   if (a.x.rows <= kSingleStreamRows) {
-    for (int64_t g = n_begin / kI8GroupRows; g * kI8GroupRows < n_end; ++g) {
-      if (a.x.rows == 1) {
-        TileOne(a, g, n_end);
-      } else {
-        TileColumn<1>(a, g, n_end, /*prefetch=*/false);
-      }
-    }
+    for (int64_t g = n_begin / kI8GroupRows; g * kI8GroupRows < n_end; ++g)
+      TileColumn<1>(a, g, n_end, /*prefetch=*/false);
     return;
   }
   for (int64_t g0 = n_begin / kI8GroupRows; g0 * kI8GroupRows < n_end; g0 += 2) {
