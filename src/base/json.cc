@@ -50,6 +50,9 @@ Status ParseError(const nlohmann::json::parse_error& e, std::string_view text,
 
 template <class Json>
 StatusOr<Json> Parse(std::string_view text, const std::string& name) {
+  if (JsonNestingDepth(text, kMaxJsonDepth) > kMaxJsonDepth)
+    return Status::DataLoss(name + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
+                            " levels");
   try {
     return Json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
@@ -60,6 +63,32 @@ StatusOr<Json> Parse(std::string_view text, const std::string& name) {
 }
 
 }  // namespace
+
+int JsonNestingDepth(std::string_view text, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;  // the escaped byte cannot end the string
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > deepest) {
+        deepest = depth;
+        if (deepest > limit) return limit + 1;
+      }
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
 
 std::string JsonExceptionText(const nlohmann::json::exception& e) {
   std::string what = e.what();

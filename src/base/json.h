@@ -21,6 +21,16 @@ namespace epserve {
 // "<name>: invalid JSON at column C: <reason>".
 StatusOr<nlohmann::json> ParseJson(std::string_view text, const std::string& name);
 StatusOr<nlohmann::ordered_json> ParseOrderedJson(std::string_view text, const std::string& name);
+// How deep `text` nests arrays and objects (0 for a scalar), counted without recursion and without
+// parsing: brackets inside strings (with their escapes) do not count. Stops counting once `limit`
+// is passed and returns limit + 1, so a hostile body costs one bounded pass. Text that is not
+// JSON gets some number; the parser reports it.
+int JsonNestingDepth(std::string_view text, int limit);
+// The deepest nesting ParseJson/ParseOrderedJson accept: deeper text is DataLoss "<name>: JSON
+// nested deeper than 512 levels". Every walk over parsed values (copies, dumps, conversions) is
+// recursive, so unbounded depth is a stack overflow waiting for an input.
+inline constexpr int kMaxJsonDepth = 512;
+
 // Reads the file at `path` and parses it; errors are prefixed with the path ("x.json: cannot
 // open: No such file or directory" is NotFound).
 StatusOr<nlohmann::json> ReadJsonFile(const std::string& path);

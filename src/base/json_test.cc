@@ -29,6 +29,24 @@ TEST(JsonTest, ParseErrorsSayWhereTheTextBroke) {
   EXPECT_TRUE(ParseOrderedJson("{\"b\": 1, \"a\": 2}", "ok.json").ok());
 }
 
+TEST(JsonTest, NestingDepthIsCountedWithoutRecursion) {
+  EXPECT_EQ(JsonNestingDepth("12", 64), 0);
+  EXPECT_EQ(JsonNestingDepth("{\"a\": [1, {\"b\": []}], \"c\": {}}", 64), 4);
+  // Brackets inside strings, escaped quotes included, do not count.
+  EXPECT_EQ(JsonNestingDepth("[\"[[[\\\"[[\", \"{\"]", 64), 1);
+  // A hostile depth stops the count at the limit + 1, long before the end of the text.
+  const std::string deep(1'000'000, '[');
+  EXPECT_EQ(JsonNestingDepth(deep, 64), 65);
+  EXPECT_EQ(JsonNestingDepth(std::string(64, '[') + std::string(64, ']'), 64), 64);
+  // The parser refuses what nests deeper than kMaxJsonDepth, naming the limit; it used to take it
+  // and leave the stack overflow to whatever walked the value next.
+  auto r = ParseJson(std::string(100'000, '[') + std::string(100'000, ']'), "d.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "d.json: JSON nested deeper than 512 levels");
+  EXPECT_TRUE(
+      ParseJson(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']'), "ok").ok());
+}
+
 TEST(JsonTest, FieldNamesTheMissingKeyAndFile) {
   const nlohmann::json j = {{"a", 1}};
   auto f = JsonField(j, "a", "x.json");

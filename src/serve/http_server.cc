@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <ctime>
 
+#include "base/json.h"
+
 namespace epserve::serve {
 
 namespace {
@@ -162,6 +164,12 @@ void HttpServer::Routes() {
       if (!IsJson(req))
         return SendError(res, {.message = "Content-Type must be application/json",
                                .code = "invalid_content_type"});
+      // Checked before parsing: a body of 60,000 '[' is valid JSON to the parser, and the
+      // recursive copy of it that followed overflowed the stack (the whole server, exit 139).
+      if (JsonNestingDepth(req.body, options_.max_json_depth) > options_.max_json_depth)
+        return SendError(res, {.message = "the request body nests arrays/objects deeper than " +
+                                          std::to_string(options_.max_json_depth) + " levels",
+                               .code = "json_too_deep"});
       nlohmann::ordered_json body = nlohmann::ordered_json::parse(req.body, nullptr, false);
       if (body.is_discarded())
         return SendError(res,

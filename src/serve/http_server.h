@@ -23,6 +23,10 @@ struct HttpServerOptions {
   int port = 8000;      // 0: any free port
   std::string api_key;  // non-empty: /v1/* needs "Authorization: Bearer <key>"
   size_t max_body_bytes = 1 << 20;
+  // Deepest nesting of arrays/objects a request body may have (400 json_too_deep beyond it). No
+  // OpenAI request needs more than a handful of levels; 64 is below the common JSON libraries'
+  // defaults, and every walk over the parsed body (copies, the chat template's values) recurses.
+  int max_json_depth = 64;
   int num_threads = 64;                   // connections served at once (each stream holds one)
   std::string ssl_certfile, ssl_keyfile;  // both set: HTTPS
   int listen_backlog = 1024;              // pending connections the kernel queues
