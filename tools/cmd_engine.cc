@@ -126,6 +126,10 @@ Status RunEngine(const EngineCmdFlags& f) {
     EngineWorker worker(*local->engine);
     return Serve(f, worker, 0, 1, "one process", true, false);
   }
+  if (f.engine.device.cuda())
+    return Status::InvalidArgument("--device " + f.engine.device.device +
+                                   ": expert parallelism across GPU ranks is not built yet; run "
+                                   "one process per GPU without mpirun");
   if (f.model.empty())
     return Status::InvalidArgument("--model is needed under mpirun (serve --np N passes it)");
   ASSIGN_OR_RETURN(auto mpi,

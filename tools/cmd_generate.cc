@@ -15,6 +15,7 @@
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 #include "tools/command.h"
+#include "tools/device_flag.h"
 #include "tools/flag_checks.h"
 #include "tools/overlap_flag.h"
 
@@ -50,6 +51,7 @@ struct GenerateFlags {
   std::string trace_out;
   std::string weights = "copied";
   std::string requant = "none";
+  DeviceFlag device;
   // Expert parallelism (under mpirun).
   int tp = 1;
   int ranks_per_node = 0;
@@ -322,6 +324,9 @@ Status Run(const GenerateFlags& f) {
   if (comm::LaunchedByMpi() && !f.draft_logits_out.empty())
     return Status::InvalidArgument(
         "--draft-logits-out is written by a single process; run without mpirun");
+  if (comm::LaunchedByMpi() && f.device.cuda())
+    return Status::InvalidArgument("--device " + f.device.device +
+                                   ": expert parallelism across GPU ranks is not built yet");
   if (comm::LaunchedByMpi()) return RunDistributed(f, dir, reqs, engine, kv_bytes, tok.get());
   if (f.tp != 1 || f.stats || !f.placement.empty())
     return Status::InvalidArgument(
@@ -353,6 +358,16 @@ Status Run(const GenerateFlags& f) {
   } else {
     engine.num_blocks = BlocksForAll(reqs, engine.block_size);
   }
+  if (f.device.cuda() && (recorder || f.expert_input != "f32"))
+    return Status::InvalidArgument("--device " + f.device.device +
+                                   ": --trace-out and --expert-input fp8 are CPU-engine features");
+  ASSIGN_OR_RETURN(std::unique_ptr<DeviceParts> device,
+                   AttachDevice({.device = f.device.device,
+                                 .kv_memory = f.kv_memory,
+                                 .mtp = engine.mtp,
+                                 .compute_fast = f.compute != "exact",
+                                 .requant = f.requant != "none"},
+                                *loaded, &model, &engine));
   PrintPool(engine, c, Longest(reqs));
   Engine eng(model, engine);
   ASSIGN_OR_RETURN(GenerateResult res,
@@ -500,9 +515,10 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
       ->capture_default_str();
   AddComputeFlag(cmd, &f->compute)->group(eng);
   AddRequantFlag(cmd, &f->requant)->group(eng);
+  f->device.AddTo(cmd)->group(eng);
   cmd->add_option("--kv-memory", f->kv_memory,
                   "bytes for the KV block pool per DP group (e.g. 512M, 2G, or 30% of the memory "
-                  "available now); default: "
+                  "available now; with --device cuda, of the GPU's free memory); default: "
                   "enough for every request at once")
       ->group(eng);
   cmd->add_option("--block-size", f->block_size, "positions per cache block")

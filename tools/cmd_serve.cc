@@ -141,6 +141,10 @@ Status RunServe(const ServeFlags& f) {
   if (f.np > 0 && f.np % f.tp != 0)
     return Status::InvalidArgument("--np " + std::to_string(f.np) + " is not a multiple of --tp " +
                                    std::to_string(f.tp));
+  if (f.np > 0 && f.engine.device.cuda())
+    return Status::InvalidArgument("--device " + f.engine.device.device +
+                                   " with --np: expert parallelism across GPU ranks is not built "
+                                   "yet (one in-process engine per GPU works: drop --np)");
   if (f.np > 0 && !f.engines.empty())
     return Status::InvalidArgument("--np starts engines, --engines uses running ones: not both");
   if (f.np == 0 && (f.tp != 1 || !f.hostfile.empty() || f.ranks_per_node != 0))

@@ -16,6 +16,8 @@ struct CommandContext {
 // A --kv-memory value in bytes: "1048576", "512K", "512M", "2G", or "30%" of the memory
 // available now (MemAvailable). Errors name the flag and the value. (kv_memory.cc)
 StatusOr<int64_t> ParseKvMemory(const std::string& text);
+// The same with a percentage taken of `available` bytes (a GPU's free memory); < 0: the host's.
+StatusOr<int64_t> ParseKvMemory(const std::string& text, int64_t available);
 
 // Prints "epserve: error: <message>" to stderr and sets the exit code to 1.
 void ReportError(CommandContext& ctx, const std::string& message);
@@ -32,8 +34,9 @@ void AddBenchMoeLayerCommand(CLI::App* bench,
                              CommandContext& ctx);  // `bench moe-layer`, cmd_bench_moe.cc
 void AddBenchEngineCommand(CLI::App* bench,
                            CommandContext& ctx);  // `bench engine`, cmd_bench_engine.cc
-void AddBenchMtpCommand(CLI::App* bench, CommandContext& ctx);     // `bench mtp`, cmd_bench_mtp.cc
-void AddBenchPrefillCommand(CLI::App* bench, CommandContext& ctx);  // `bench prefill`, cmd_bench_prefill.cc
+void AddBenchMtpCommand(CLI::App* bench, CommandContext& ctx);  // `bench mtp`, cmd_bench_mtp.cc
+void AddBenchPrefillCommand(CLI::App* bench,
+                            CommandContext& ctx);  // `bench prefill`, cmd_bench_prefill.cc
 void RegisterTokenizeCommand(CLI::App& app, CommandContext& ctx);  // `tokenize`, cmd_tokenize.cc
 void AddBenchTokenizeCommand(CLI::App* bench,
                              CommandContext& ctx);  // `bench tokenize`, cmd_bench_tokenize.cc

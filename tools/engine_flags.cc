@@ -41,6 +41,7 @@ void EngineFlags::AddTo(CLI::App* cmd) {
       ->group(g);
   AddComputeFlag(cmd, &compute)->group(g);
   AddRequantFlag(cmd, &requant)->group(g);
+  device.AddTo(cmd)->group(g);
   overlap.AddTo(cmd, g);
 }
 
@@ -87,6 +88,7 @@ std::vector<std::string> EngineFlags::Args() const {
                                 "--requant",
                                 requant};
   if (threads > 0) a.insert(a.end(), {"--threads", std::to_string(threads)});
+  if (device.cuda()) a.insert(a.end(), {"--device", device.device});
   const std::vector<std::string> o = overlap.Args();
   a.insert(a.end(), o.begin(), o.end());
   return a;
@@ -104,6 +106,12 @@ StatusOr<std::unique_ptr<LocalEngine>> StartLocalEngine(const std::string& dir,
   e->experts =
       std::make_unique<LocalExperts>(*e->loaded->weights, *e->pool, ExpertInputFormat::kF32);
   e->model->SetExperts(e->experts.get());
+  ASSIGN_OR_RETURN(e->device, AttachDevice({.device = f.device.device,
+                                            .kv_memory = f.kv_memory,
+                                            .mtp = eo.mtp,
+                                            .compute_fast = f.compute != "exact",
+                                            .requant = f.requant != "none"},
+                                           *e->loaded, e->model.get(), &eo));
   std::printf("KV cache: %lld blocks x %lld positions (%s)\n",
               static_cast<long long>(eo.num_blocks), static_cast<long long>(eo.block_size),
               KvDTypeName(eo.kv_dtype));

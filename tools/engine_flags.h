@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "runtime/engine.h"
 #include "runtime/loaded_model.h"
+#include "tools/device_flag.h"
 #include "tools/overlap_flag.h"
 
 namespace epserve::tools {
@@ -26,6 +27,7 @@ struct EngineFlags {
   std::string compute = "exact";
   std::string requant = "none";
   OverlapFlags overlap;
+  DeviceFlag device;
 
   void AddTo(CLI::App* cmd);
   // Checks the flags; num_blocks from --kv-memory for this model, overlap for a deployment of
@@ -42,6 +44,7 @@ struct EngineFlags {
 struct LocalEngine {
   std::unique_ptr<LoadedModel> loaded;
   std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<DeviceParts> device;  // --device cuda: weights, backend, cache on the GPU
   std::unique_ptr<Model> model;
   std::unique_ptr<LocalExperts> experts;
   std::unique_ptr<Engine> engine;

@@ -21,7 +21,9 @@ int64_t AvailableMemory() {
 
 }  // namespace
 
-StatusOr<int64_t> ParseKvMemory(const std::string& text) {
+StatusOr<int64_t> ParseKvMemory(const std::string& text) { return ParseKvMemory(text, -1); }
+
+StatusOr<int64_t> ParseKvMemory(const std::string& text, int64_t available) {
   const Status bad = Status::InvalidArgument("--kv-memory: \"" + text +
                                              "\" is not a size (e.g. 512M, 2G) or a percentage");
   size_t used = 0;
@@ -36,7 +38,7 @@ StatusOr<int64_t> ParseKvMemory(const std::string& text) {
     if (v <= 0 || v > 100)
       return Status::InvalidArgument("--kv-memory: \"" + text +
                                      "\" is not a percentage in (0, 100]");
-    const int64_t avail = AvailableMemory();
+    const int64_t avail = available >= 0 ? available : AvailableMemory();
     if (avail == 0)
       return Status::InvalidArgument("--kv-memory " + text +
                                      ": /proc/meminfo has no MemAvailable; give bytes");

@@ -52,20 +52,26 @@ StatusOr<std::unique_ptr<DeviceKvStorage>> DeviceKvStorage::Create(int num_layer
   return s;
 }
 
-CudaModel::CudaModel(const ModelConfig& config, const DeviceWeights& weights)
-    : config_(config), weights_(weights), rope_(config), b_(std::make_unique<Buffers>()) {}
+CudaModel::CudaModel(const ModelConfig& config, const DeviceWeights& weights,
+                     const DeviceInfo& device)
+    : config_(config),
+      weights_(weights),
+      device_(device),
+      rope_(config),
+      b_(std::make_unique<Buffers>()) {}
 
 CudaModel::~CudaModel() {
   if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
 }
 
 StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(const ModelConfig& config,
-                                                       const DeviceWeights& weights) {
+                                                       const DeviceWeights& weights,
+                                                       const DeviceInfo& device) {
   if (config.n_routed_experts > 256)
     return Status::InvalidArgument(
         "the CUDA gate handles up to 256 routed experts, the model has " +
         std::to_string(config.n_routed_experts));
-  auto m = std::unique_ptr<CudaModel>(new CudaModel(config, weights));
+  auto m = std::unique_ptr<CudaModel>(new CudaModel(config, weights, device));
   RETURN_IF_ERROR(FromCuda(cudaStreamCreateWithFlags(&m->stream_, cudaStreamNonBlocking),
                            "creating the model's stream"));
   return m;
@@ -128,6 +134,13 @@ Status CudaModel::Prepare(const ForwardBatch& batch, const KvBlocks& kv) {
   const int64_t T = b.T, H = c.hidden_size;
   RETURN_IF_ERROR(Floats(b.x, T * H, "hidden states"));
   return EmbedRows(weights_.embed, b.tokens.as<int32_t>(), T, b.x.as<float>(), stream_);
+}
+
+Status CudaModel::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logits,
+                          std::vector<NonFiniteActivation>* non_finite) {
+  RETURN_IF_ERROR(Forward(batch, kv, logits));
+  non_finite->insert(non_finite->end(), non_finite_.begin(), non_finite_.end());
+  return Status::Ok();
 }
 
 Status CudaModel::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logits) {

@@ -37,12 +37,18 @@ class DeviceKvStorage {
   KvBlocks view_;
 };
 
-class CudaModel {
+class CudaModel : public ForwardBackend {
  public:
   // The weights must stay alive as long as the model; `config` too.
   static StatusOr<std::unique_ptr<CudaModel>> Create(const ModelConfig& config,
-                                                     const DeviceWeights& weights);
-  ~CudaModel();
+                                                     const DeviceWeights& weights,
+                                                     const DeviceInfo& device);
+  ~CudaModel() override;
+
+  std::string Describe() const override { return device_.Describe(); }
+  // ForwardBackend: Forward, then the non-finite chunks appended.
+  Status Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logits,
+                 std::vector<NonFiniteActivation>* non_finite) override;
 
   // As Model::Forward: writes each token's latent row into its block of `kv` (device memory),
   // and the logits rows the chunks want to host `logits` [rows, vocab], in chunk order.
@@ -52,7 +58,7 @@ class CudaModel {
 
  private:
   struct Buffers;
-  CudaModel(const ModelConfig& config, const DeviceWeights& weights);
+  CudaModel(const ModelConfig& config, const DeviceWeights& weights, const DeviceInfo& device);
   Status Prepare(const ForwardBatch& batch, const KvBlocks& kv);
   Status Attention(int layer, const KvBlocks& kv);
   Status Moe(int layer);
@@ -61,6 +67,7 @@ class CudaModel {
 
   const ModelConfig& config_;
   const DeviceWeights& weights_;
+  DeviceInfo device_;
   RopeTable rope_;
   int64_t rope_uploaded_ = 0;  // positions of rope_ on the device
   cudaStream_t stream_ = nullptr;

@@ -63,7 +63,7 @@ TEST_P(CudaModelTest, MatchesTheCpuEngine) {
   ASSERT_TRUE(host.ok()) << host.status().message();
   auto dw = DeviceWeights::Upload(c, **host);
   ASSERT_TRUE(dw.ok()) << dw.status().message();
-  auto gpu = CudaModel::Create(c, **dw);
+  auto gpu = CudaModel::Create(c, **dw, *Use(0));
   ASSERT_TRUE(gpu.ok()) << gpu.status().message();
   ThreadPool pool(2);
   Model cpu(c, **host, pool);

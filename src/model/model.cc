@@ -237,6 +237,12 @@ Status Model::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logi
       kv.row_width != c.kv_a_dim())
     return Status::InvalidArgument("KV cache of " + std::to_string(kv.num_layers) + " layers x " +
                                    std::to_string(kv.row_width) + " does not fit the model");
+  if (backend_ != nullptr) {
+    non_finite_.clear();
+    last_split_ = false;
+    ++forwards_;
+    return backend_->Forward(batch, kv, logits, &non_finite_).WithContextOnce(backend_->Describe());
+  }
   RETURN_IF_ERROR(Prepare(batch, kv, weights_.embed));
   Workspace& w = *ws_;
   // Exchanges in flight move forward between the chunks of every loop, not only between stages
@@ -334,6 +340,8 @@ Status Model::ForwardMtp(const ForwardBatch& batch, std::span<const int64_t> hid
   if (kv.num_layers != L + c.num_nextn_predict_layers || kv.row_width != c.kv_a_dim())
     return Status::InvalidArgument("KV cache of " + std::to_string(kv.num_layers) +
                                    " layers has no MTP layer for a model of " + std::to_string(L));
+  if (backend_ != nullptr)
+    return Status::InvalidArgument(backend_->Describe() + ": MTP does not run on this backend yet");
   const MtpWeights& m = weights_.mtp[0];
   RETURN_IF_ERROR(Prepare(batch, kv, m.embed));
   const int64_t have = static_cast<int64_t>(hidden_.size()) / H;

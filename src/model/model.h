@@ -81,6 +81,19 @@ struct NonFiniteActivation {
   std::string Message() const;
 };
 
+// Where Model::Forward runs when it does not run on this CPU: a device implementation of the
+// same forward pass over the same ForwardBatch and KvBlocks (whose storage is then the device's;
+// docs/architecture.md, "The device seam"). The CUDA backend (cuda::CudaModel) is one.
+class ForwardBackend {
+ public:
+  virtual ~ForwardBackend() = default;
+  // "cuda:0 (NVIDIA H200, ...)", for messages.
+  virtual std::string Describe() const = 0;
+  // As Model::Forward; appends the chunks whose activations went non-finite to *non_finite.
+  virtual Status Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logits,
+                         std::vector<NonFiniteActivation>* non_finite) = 0;
+};
+
 // Tensor parallelism inside a DP group (SPEC §3): the group's ranks split the attention heads
 // (latent projections and cache replicated, per-head outputs all-gathered), and split the
 // tokens of each MoE layer so every routed expert computes each token once; the group then
@@ -137,6 +150,12 @@ class Model {
   ~Model();
 
   void SetExperts(ExpertBackend* experts) { experts_ = experts; }
+  // Runs Forward on `backend` (not owned; must outlive the model) instead of this CPU; null
+  // goes back to the CPU. Tensor/expert parallelism, overlap, compute modes, MTP and kept
+  // hidden states are CPU features: with a backend, ForwardMtp is refused (the callers refuse
+  // the flags first).
+  void SetBackend(ForwardBackend* backend) { backend_ = backend; }
+  ForwardBackend* backend() const { return backend_; }
   void SetRouteObserver(RouteObserver observer) { route_observer_ = std::move(observer); }
   // REQUIRES: num_attention_heads % tp.size == 0 (checked by the caller's setup).
   void SetTensorParallel(const TensorParallel& tp);
@@ -227,6 +246,7 @@ class Model {
   ThreadPool& pool_;
   std::unique_ptr<LocalExperts> local_experts_;
   ExpertBackend* experts_;
+  ForwardBackend* backend_ = nullptr;
   RouteObserver route_observer_;
   RopeTable rope_;
   TensorParallel tp_;

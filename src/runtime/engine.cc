@@ -177,7 +177,8 @@ Engine::Engine(Model& model, const EngineOptions& o)
              .row_width = model.config().kv_a_dim(),
              .block_size = o.block_size,
              .num_blocks = o.num_blocks,
-             .dtype = o.kv_dtype}) {
+             .dtype = o.kv_dtype,
+             .external = o.kv_storage}) {
   CHECK(o.num_blocks > 0 && o.block_size > 0 && o.max_batch_tokens > 0 && o.max_running > 0);
   CHECK(!o.mtp || model.config().num_nextn_predict_layers > 0) << "MTP without an MTP module";
   if (o.mtp) model_.SetKeepHidden(true);

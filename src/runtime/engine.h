@@ -85,6 +85,9 @@ struct EngineOptions {
   // bfloat16 fast path. Under expert parallelism every rank's engine must be given the same.
   kernels::Compute compute = kernels::Compute::kExact;
   std::vector<int32_t> default_stop_ids;
+  // The cache pool's storage when the model runs on a device (Model::SetBackend): a view of
+  // device memory of num_blocks blocks, kv_dtype, block_size. Unset: host memory.
+  KvBlocks kv_storage;
 };
 
 // One request's share of a step.

@@ -6,10 +6,18 @@
 
 namespace epserve {
 
-KvBlockPool::KvBlockPool(const KvBlockPoolOptions& o)
-    : options_(o),
-      storage_(o.num_layers, o.row_width, o.block_size, o.num_blocks, o.dtype),
-      entries_(o.num_blocks) {
+KvBlockPool::KvBlockPool(const KvBlockPoolOptions& o) : options_(o), entries_(o.num_blocks) {
+  if (o.external.data != nullptr) {
+    const KvBlocks& e = o.external;
+    CHECK(e.num_layers == o.num_layers && e.row_width == o.row_width &&
+          e.block_size == o.block_size && e.num_blocks == o.num_blocks && e.dtype == o.dtype)
+        << "external KV storage of another shape than the pool";
+    view_ = e;
+  } else {
+    storage_ = std::make_unique<KvBlockStorage>(o.num_layers, o.row_width, o.block_size,
+                                                o.num_blocks, o.dtype);
+    view_ = storage_->view();
+  }
   free_.reserve(o.num_blocks);
   for (int64_t b = o.num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <list>
+#include <memory>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -23,13 +24,16 @@ struct KvBlockPoolOptions {
   int64_t block_size = 64;  // positions per block
   int64_t num_blocks = 0;
   KvDType dtype = KvDType::kF32;
+  // Storage allocated elsewhere (a device backend's memory: cuda::DeviceKvStorage), used instead
+  // of host memory when its data is set. REQUIRES: it has the shape above.
+  KvBlocks external;
 };
 
 class KvBlockPool {
  public:
   explicit KvBlockPool(const KvBlockPoolOptions& options);
 
-  const KvBlocks& blocks() const { return storage_.view(); }
+  const KvBlocks& blocks() const { return view_; }
   int64_t block_size() const { return options_.block_size; }
   int64_t num_blocks() const { return options_.num_blocks; }
   // Blocks Allocate can hand out now: free ones plus unreferenced cached ones.
@@ -63,7 +67,8 @@ class KvBlockPool {
   void Uncache(int32_t block);
 
   KvBlockPoolOptions options_;
-  KvBlockStorage storage_;
+  std::unique_ptr<KvBlockStorage> storage_;  // null with external storage
+  KvBlocks view_;
   std::vector<Entry> entries_;
   std::vector<int32_t> free_;  // stack: the most recently freed block is reused first
   std::list<int32_t> lru_;     // unreferenced cached blocks, least recently released first

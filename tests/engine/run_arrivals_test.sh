@@ -7,6 +7,9 @@
 #        bf16    one process, bf16 cache (against bf16 alone runs)
 #        small   one process, a pool too small for all requests at once (preemption, recompute)
 #        mpi     mpirun -np 4 --tp 2 (against alone runs with the dispatch-format rounding)
+#        cuda    one process on the GPU (--device cuda), f32 cache, against alone runs on the GPU;
+#                exit 77 (skipped) with the reason where no GPU can be used
+#        cuda_bf16  the same with a bf16 cache
 set -euo pipefail
 EPSERVE=$1 WORK=$2 MODE=$3
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -20,6 +23,14 @@ case $MODE in
   single) ;;
   bf16) ENGINE+=(--kv-dtype bf16) ;;
   small) ENGINE+=(--kv-memory 1800K) ;;  # 12 blocks of 64 positions: a quarter of the demand
+  cuda | cuda_bf16)
+    ENGINE+=(--device cuda)
+    [[ $MODE == cuda_bf16 ]] && ENGINE+=(--kv-dtype bf16)
+    if ! probe=$("$EPSERVE" generate --model "$WORK/model" --prompt-ids 1 --max-tokens 1 --device cuda 2>&1); then
+      echo "SKIPPED: $(grep -m1 'error' <<<"$probe")"
+      exit 77
+    fi
+    ;;
   mpi)
     source "$HERE/../ep/mpi_env.sh"
     RUN=("${MPIRUN[@]}" -np 4 "$EPSERVE")
