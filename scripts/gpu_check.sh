@@ -6,6 +6,11 @@
 #   ops    - every CUDA op against its CPU twin on random inputs (incl. DeepSeek-V3 shapes)
 #   model  - tiny and tiny-v2, BF16 and FP8, f32 and bf16 cache: the GPU model against the CPU
 #            engine on the reference prompts and 16 greedy steps
+#   arrivals - `generate --device cuda`: 50 requests arriving over steps (prefix sharing,
+#            cancellations) get the tokens each gets alone on the GPU (f32 and bf16 cache)
+#   serve_openai - `epserve serve --device cuda` answers the official openai client (node and
+#            the pinned package travel in the bundle): models, whole and streamed chat
+#   serve_curl - the same server through curl: streamed == whole, chat and completions
 # Logs go to $OUT (the device tool's output folder) or /tmp/gpu_check. Bounded: each part has a
 # timeout; the whole check takes about a minute on an H200.
 set -uo pipefail
@@ -13,7 +18,16 @@ cd "$(dirname "$0")/.."
 CARRY=${1:-build/gpu-carry}
 LOGS=${OUT:-/tmp/gpu_check}
 mkdir -p "$LOGS"
-export LD_LIBRARY_PATH="$CARRY/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+BUNDLE=$(mktemp -d /tmp/epserve-bundle.XXXXXX)
+[[ -f $CARRY/bundle.tar.xz ]] || { echo "verdict: FAIL (no $CARRY/bundle.tar.xz: run scripts/gpu_prepare.sh here first)"; exit 1; }
+tar -C "$BUNDLE" -xJf "$CARRY/bundle.tar.xz"
+export LD_LIBRARY_PATH="$BUNDLE/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export PATH="$BUNDLE/bin:$PATH"
+EPSERVE=$BUNDLE/bin/epserve
+if [[ -d $BUNDLE/node_modules && ! -d tests/serve/node_modules ]]; then
+  ln -s "$BUNDLE/node_modules" tests/serve/node_modules
+fi
+WORK=$(mktemp -d /tmp/gpu_check.XXXXXX)
 failed=0
 
 # part NAME TIMEOUT CMD...: runs CMD, prints "NAME: PASS|FAIL (passed/failed/skipped, seconds)".
@@ -45,9 +59,36 @@ else
   echo "gpu: FAIL (nvidia-smi: $(head -1 "$LOGS/gpu.log"))"
   failed=1
 fi
-[[ -x $CARRY/cuda_test ]] || { echo "ops: FAIL (no $CARRY/cuda_test: run scripts/gpu_prepare.sh here first)"; exit 1; }
-part ops 300 "$CARRY/cuda_test" --gtest_filter='-Presets/CudaModelTest.*'
-part model 300 "$CARRY/cuda_test" --gtest_filter='Presets/CudaModelTest.*'
+part ops 300 "$BUNDLE/bin/cuda_test" --gtest_filter='-Presets/CudaModelTest.*'
+part model 300 "$BUNDLE/bin/cuda_test" --gtest_filter='Presets/CudaModelTest.*'
 grep '^\[ cuda_model \]' "$LOGS/model.log" || true
+
+# script NAME TIMEOUT CMD...: a test script (exit 0 = pass, 77 = skipped, else fail).
+script() {
+  local name=$1 limit=$2
+  shift 2
+  local t0 rc secs
+  t0=$(date +%s.%N)
+  timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1
+  rc=$?
+  secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
+  if [[ $rc -eq 0 ]]; then
+    echo "$name: PASS (${secs} s) $(tail -1 "$LOGS/$name.log")"
+  else
+    echo "$name: FAIL (rc $rc, ${secs} s; $LOGS/$name.log)"
+    tail -8 "$LOGS/$name.log"
+    failed=1
+  fi
+}
+script arrivals 300 tests/engine/run_arrivals_test.sh "$EPSERVE" "$WORK/arrivals" cuda
+grep -E '^(KV cache|device|engine)' "$WORK/arrivals/cont.out" 2>/dev/null | sed 's/^/  /'
+script arrivals_bf16 300 tests/engine/run_arrivals_test.sh "$EPSERVE" "$WORK/arrivals-bf16" cuda_bf16
+if command -v node >/dev/null && [[ -d tests/serve/node_modules/openai ]]; then
+  script serve_openai 120 tests/serve/openai_client_test.sh "$EPSERVE" "$WORK/serve" --device cuda
+else
+  echo "serve_openai: FAIL (node $(command -v node || echo missing), tests/serve/node_modules/openai $([[ -d tests/serve/node_modules/openai ]] && echo present || echo missing))"
+  failed=1
+fi
+script serve_curl 120 tests/serve/gpu_curl_test.sh "$EPSERVE" "$WORK/serve-curl" --device cuda
 if [[ $failed -eq 0 ]]; then echo "verdict: PASS"; else echo "verdict: FAIL"; fi
 exit $failed
