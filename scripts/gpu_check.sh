@@ -89,6 +89,18 @@ else
   echo "serve_openai: FAIL (node $(command -v node || echo missing), tests/serve/node_modules/openai $([[ -d tests/serve/node_modules/openai ]] && echo present || echo missing))"
   failed=1
 fi
+# Out of device memory is a clear error naming what did not fit, never a crash.
+oom() {
+  "$EPSERVE" make-model --preset tiny --out "$WORK/oom-model" >/dev/null || return 1
+  local out rc=0
+  out=$("$EPSERVE" generate --model "$WORK/oom-model" --prompt-ids 1,2 --max-tokens 2 --device cuda \
+    --kv-memory 400G 2>&1) || rc=$?
+  echo "$out" | tail -2
+  [[ $rc -eq 1 ]] && grep -q "KV cache" <<<"$out" && grep -qi "out of memory" <<<"$out"
+}
+export -f oom
+export EPSERVE WORK
+script oom 60 bash -c oom
 script serve_curl 120 tests/serve/gpu_curl_test.sh "$EPSERVE" "$WORK/serve-curl" --device cuda
 if [[ $failed -eq 0 ]]; then echo "verdict: PASS"; else echo "verdict: FAIL"; fi
 exit $failed

@@ -90,6 +90,31 @@ std::optional<ApiError> ParseMessages(const Json& body, CompletionParams* p) {
       return Bad(where + ".content", "'" + where + ".content' must be a string or an array");
   }
   p->messages = messages;
+  // Content-part arrays (what OpenAI's clients send for multi-part messages) become the text
+  // of their parts joined by newlines, as chat templates expect a string; a part that is not
+  // text is refused by its type. A null content (an assistant turn that only calls tools)
+  // stays null for the template.
+  for (size_t i = 0; i < p->messages.size(); ++i) {
+    Json& m = p->messages[i];
+    if (!m.contains("content") || !m["content"].is_array()) continue;
+    const std::string where = "messages[" + std::to_string(i) + "].content";
+    std::string text;
+    for (size_t k = 0; k < m["content"].size(); ++k) {
+      const Json& part = m["content"][k];
+      const std::string at = where + "[" + std::to_string(k) + "]";
+      if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+        return Bad(where, "'" + at + "' must be an object with a string 'type'");
+      const std::string type = part["type"].get<std::string>();
+      if (type != "text")
+        return Bad(where, "'" + at + "' is a content part of type '" + type +
+                              "'; this model takes only 'text' parts");
+      if (!part.contains("text") || !part["text"].is_string())
+        return Bad(where, "'" + at + ".text' must be a string");
+      if (k > 0) text += "\n";
+      text += part["text"].get<std::string>();
+    }
+    m["content"] = text;
+  }
   return std::nullopt;
 }
 

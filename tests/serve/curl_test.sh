@@ -70,6 +70,26 @@ assert text == msg["content"], (text, msg)
 assert chunks[-1]["choices"][0]["finish_reason"] == "length"
 PYEOF
 
+# Content-part arrays of text (what OpenAI's clients send) answer exactly as the same text as a
+# string; another part type is refused naming it; an assistant turn with content null and tool
+# calls is accepted.
+cp "$WORK/out.json" "$WORK/chat_string.json"
+PARTS='{"model": "tiny", "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi there"}]}],
+        "max_tokens": 8, "temperature": 0, "ignore_eos": true}'
+[[ $(post /v1/chat/completions "$PARTS") == 200 ]] || { cat "$WORK/out.json"; fail "content parts"; }
+$PY -c '
+import json, sys
+a = json.load(open(sys.argv[1]))["choices"][0]["message"]["content"]
+b = json.load(open(sys.argv[2]))["choices"][0]["message"]["content"]
+assert a == b, (a, b)' "$WORK/chat_string.json" "$WORK/out.json" || fail "content parts differ from the string"
+[[ $(post /v1/chat/completions '{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}') == 400 ]] ||
+  fail "an image part was not refused"
+grep -q "image_url" "$WORK/out.json" || fail "the refusal does not name the part type"
+TOOLS='{"messages": [{"role": "user", "content": "Weather?"}, {"role": "assistant", "content": null,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"}], "max_tokens": 4}'
+[[ $(post /v1/chat/completions "$TOOLS") == 200 ]] || { cat "$WORK/out.json"; fail "content null with tool_calls"; }
+
 # Chat logprobs: one entry per token with its bytes and the top 2; greedy picks the top one.
 [[ $(post /v1/chat/completions "$CHAT, \"logprobs\": true, \"top_logprobs\": 2}") == 200 ]] || fail "chat logprobs"
 $PY -c '
