@@ -2,7 +2,8 @@
 # serve.hostile: request bodies that used to take the whole server down get a clean 400 and the
 # server keeps serving. A completion with an unknown field nested 60,000 arrays deep (120 KB) and
 # a chat message whose content is nested 20,000 deep (40 KB) both overflowed the stack in a
-# recursive walk of the parsed body (exit 139); the depth is now bounded before parsing.
+# recursive walk of the parsed body (exit 139); the depth is now bounded before parsing. A
+# chunked body over --max-body-bytes gets 413 without the server reading it whole.
 set -euo pipefail
 EPSERVE=$1 WORK=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -53,6 +54,22 @@ expect_file 400 /v1/completions "$WORK/deep_objects.json" json_too_deep
 expect_file 400 /v1/completions "$WORK/over_limit.json" json_too_deep
 expect_file 200 /v1/completions "$WORK/at_limit.json"
 expect_file 200 /v1/completions "$WORK/brackets_in_string.json"
+# A body over --max-body-bytes (1 MiB by default) is refused with 413 whatever the transfer
+# encoding, without being held in memory: a 50 MB chunked body used to be read whole (+246 MB).
+$PY -c 'import sys; open(sys.argv[1], "w").write("{\"prompt\": \"" + "a" * 50_000_000 + "\"}")' "$WORK/big.json"
+rss() { awk '/^VmRSS/ {print $2}' "/proc/$SERVER_PID/status"; }
+before=$(rss)
+for te in "Transfer-Encoding: chunked" "X-Plain: length"; do
+  got=$(curl -s --max-time 30 -o "$WORK/out.json" -w '%{http_code}' -H 'Content-Type: application/json' \
+    -H "$te" --data-binary "@$WORK/big.json" "$BASE/v1/completions" || true)
+  [[ $got == 413 ]] || { head -c 300 "$WORK/out.json"; fail "50 MB body ($te): status $got, want 413"; }
+  grep -q request_too_large "$WORK/out.json" || fail "413 without code request_too_large"
+done
+after=$(rss)
+echo "RSS before/after the 50 MB bodies: $before / $after kB"
+((after - before < 51200)) || fail "a refused body grew the server by $((after - before)) kB"
+expect_file 200 /v1/completions "$WORK/at_limit.json"
+
 # The same bodies again, several at once: still alive, still serving.
 pids=()
 for _ in 1 2 3 4; do
