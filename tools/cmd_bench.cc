@@ -7,8 +7,10 @@
 #include "kernels/gemm_peak.h"
 #include "kernels/matmul_fast.h"
 #include "kernels/membw.h"
+#include "model/synthetic.h"
 #include "runtime/decode_bench.h"
 #include "runtime/loaded_model.h"
+#include "tools/bench_decode_gpu.h"
 #include "tools/bench_model.h"
 #include "tools/command.h"
 #include "tools/flag_checks.h"
@@ -25,9 +27,36 @@ struct DecodeFlags {
   std::string compute = "exact";
   bool json = false;
   bool same_tokens = false;
+  // --device cuda: the GPU benchmark on a preset's shapes (tools/bench_decode_gpu.h).
+  std::string device = "cpu";
+  GpuDecodeFlags gpu;
+  // Flags given on the command line, to refuse those of the other device by name.
+  std::vector<CLI::Option*> cpu_only, gpu_only;
+  CLI::Option *batches_opt = nullptr, *steps_opt = nullptr, *dtype_opt = nullptr, *bw_opt = nullptr;
 };
 
+// --device cuda: the CPU flags are refused by name, the shared ones carried over.
+Status RunDecodeOnGpu(const DecodeFlags& f) {
+  for (const CLI::Option* o : f.cpu_only)
+    if (o->count() > 0)
+      return Status::InvalidArgument(o->get_name() + " is a CPU bench decode flag; with --device " +
+                                     f.device + " the model is a preset made on the GPU");
+  GpuDecodeFlags g = f.gpu;
+  g.device = f.device;
+  if (f.batches_opt->count() > 0) g.batches = f.batches;
+  if (f.steps_opt->count() > 0) g.steps = f.steps;
+  if (f.dtype_opt->count() > 0) g.dtype = f.model.dtype;
+  if (f.bw_opt->count() > 0) g.bandwidth_gib = f.bw_gib;
+  g.same_tokens = f.same_tokens;
+  g.json = f.json;
+  return RunGpuDecode(g);
+}
+
 Status RunDecode(const DecodeFlags& f) {
+  if (f.device != "cpu") return RunDecodeOnGpu(f);
+  for (const CLI::Option* o : f.gpu_only)
+    if (o->count() > 0)
+      return Status::InvalidArgument(o->get_name() + " is a GPU bench decode flag (--device cuda)");
   ASSIGN_OR_RETURN(BenchModel bm, LoadBenchModel(f.model));
   const std::string& dir = bm.dir;
   const LoadedModel* loaded = bm.loaded.get();
@@ -171,28 +200,69 @@ void RegisterBenchCommand(CLI::App& app, CommandContext& ctx) {
       "bytes of weights + KV read per step, and that against this machine's memory bandwidth\n"
       "measured in the same run (streaming read; STREAM triad printed beside it); FLOPs per step\n"
       "against the engine's best GEMM rate measured in the same run, giving the least time a step\n"
-      "can take and the best fraction of bandwidth this machine's compute allows.");
+      "can take and the best fraction of bandwidth this machine's compute allows.\n"
+      "--device cuda: the same on the GPU at a preset's real shapes (--preset v2-lite | v3,\n"
+      "--layers N: its first N layers), weights made in device memory (no checkpoint), the\n"
+      "first --context positions of each sequence's latent cache random (no prefill); bytes\n"
+      "per step against the GPU's HBM bandwidth (a device-to-device copy). docs/benchmarks.md");
   AddBenchModelFlags(decode, &f->model);
-  decode->add_option("--batches", f->batches, "batch sizes (comma-separated)")
-      ->delimiter(',')
-      ->check(IntRange(1, 4096))
+  f->dtype_opt = decode->get_option("--dtype");
+  f->dtype_opt->description(
+      "bf16 | fp8: of the default bench model; on the GPU of the preset (default: its released "
+      "format, v3 fp8, others bf16)");
+  f->cpu_only = {decode->get_option("--model"), decode->get_option("--weights"),
+                 decode->get_option("--requant")};
+  decode->add_option("--device", f->device, "cpu, or cuda / cuda:N (the GPU benchmark)")
       ->capture_default_str();
-  decode->add_option("--prompt-len", f->prompt_len, "prompt tokens per sequence before decoding")
-      ->check(AtLeast(1))
-      ->capture_default_str();
-  decode->add_option("--steps", f->steps, "decode steps timed per batch size")
-      ->check(AtLeast(1))
-      ->capture_default_str();
+  f->batches_opt = decode
+                       ->add_option("--batches,--batch", f->batches,
+                                    "batch sizes (comma-separated; GPU default 1,32,128)")
+                       ->delimiter(',')
+                       ->check(IntRange(1, 4096))
+                       ->capture_default_str();
+  f->cpu_only.push_back(
+      decode
+          ->add_option("--prompt-len", f->prompt_len, "prompt tokens per sequence before decoding")
+          ->check(AtLeast(1))
+          ->capture_default_str());
+  f->steps_opt =
+      decode->add_option("--steps", f->steps, "decode steps timed per batch size (GPU default 20)")
+          ->check(AtLeast(1))
+          ->capture_default_str();
+  f->gpu_only = {
+      decode
+          ->add_option("--preset", f->gpu.preset,
+                       "GPU: the model's shapes, tiny | tiny-v2 | bench | v2-lite | v3")
+          ->check(CLI::IsMember(PresetNames()))
+          ->capture_default_str(),
+      decode->add_option("--layers", f->gpu.layers, "GPU: the preset's first N layers (0: all)")
+          ->check(IntRange(0, 1000)),
+      decode
+          ->add_option("--context", f->gpu.context,
+                       "GPU: cached positions per sequence before the first step")
+          ->check(AtLeast(1))
+          ->capture_default_str(),
+      decode->add_option("--warmup", f->gpu.warmup, "GPU: untimed steps before the timed ones")
+          ->check(IntRange(0, 1000))
+          ->capture_default_str(),
+      decode->add_option("--kv-dtype", f->gpu.kv_dtype, "GPU: latent cache f32 | bf16")
+          ->check(CLI::IsMember({"f32", "bf16"}))
+          ->capture_default_str(),
+      decode->add_option("--seed", f->gpu.seed, "GPU: seed of the weights and cache")
+          ->capture_default_str()};
   decode->add_flag("--same-tokens", f->same_tokens,
                    "llama-batched-bench's workload: every prompt and fed token is token 0, so all "
                    "sequences of a batch route to the same experts (default: each sequence its "
                    "own prompt and greedy tokens, distinct routes)");
-  decode->add_option("--threads", f->threads, "worker threads (0: all cores)")
-      ->check(ThreadCount());
-  decode->add_option("--bandwidth-gib", f->bw_gib, "buffer size of the bandwidth probe, GiB")
-      ->check(RealRange(0.001, 1024))
-      ->capture_default_str();
+  f->cpu_only.push_back(decode->add_option("--threads", f->threads, "worker threads (0: all cores)")
+                            ->check(ThreadCount()));
+  f->bw_opt = decode
+                  ->add_option("--bandwidth-gib", f->bw_gib,
+                               "buffer size of the bandwidth probe, GiB (GPU default 2)")
+                  ->check(RealRange(0.001, 1024))
+                  ->capture_default_str();
   AddComputeFlag(decode, &f->compute);
+  f->cpu_only.push_back(decode->get_option("--compute"));
   decode->add_flag("--json", f->json, "print one JSON object instead of the table");
   decode->callback([f, &ctx] {
     Status st = RunDecode(*f);

@@ -25,12 +25,12 @@ struct ModelConfig {
   std::string model_type = "deepseek_v3";
   int vocab_size = 0;
   int hidden_size = 0;
-  int intermediate_size = 0;       // dense MLP layers
-  int moe_intermediate_size = 0;   // each routed expert; shared = this * n_shared_experts
+  int intermediate_size = 0;      // dense MLP layers
+  int moe_intermediate_size = 0;  // each routed expert; shared = this * n_shared_experts
   int num_hidden_layers = 0;
   int num_nextn_predict_layers = 0;  // MTP layers, stored at index num_hidden_layers + i
   int num_attention_heads = 0;
-  int q_lora_rank = 0;              // 0 when config says null (V2-Lite: plain q_proj)
+  int q_lora_rank = 0;  // 0 when config says null (V2-Lite: plain q_proj)
   int kv_lora_rank = 0;
   int qk_nope_head_dim = 0;
   int qk_rope_head_dim = 0;
@@ -71,6 +71,12 @@ struct ModelConfig {
   double SoftmaxScale() const;
   kernels::GateOptions GateOpts() const;
 };
+
+// The first `num_layers` decoder layers of `config`: num_hidden_layers becomes num_layers and
+// everything else stays (first_k_dense_replace, MTP modules): DeepSeek-V3 with 4 layers is its 3
+// dense layers and its first MoE layer, at the real shapes. InvalidArgument outside
+// [1, num_hidden_layers]. (Defined in presets.cc.)
+StatusOr<ModelConfig> WithLayers(const ModelConfig& config, int num_layers);
 
 // yarn_get_mscale from the reference code: 0.1 * m * ln(scale) + 1 for scale > 1, else 1.
 double YarnMscale(double scale, double m);
