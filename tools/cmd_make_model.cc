@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "model/synthetic.h"
+#include "model/tensor_names.h"
 #include "text/bpe_trainer.h"
 #include "text/tokenizer.h"
 #include "tools/command.h"
@@ -13,6 +14,8 @@
 namespace epserve::tools {
 
 namespace {
+
+constexpr double kLargeCheckpointBytes = 8e9;
 struct MakeModelFlags {
   std::string preset = "tiny";
   std::string out;
@@ -21,6 +24,7 @@ struct MakeModelFlags {
   int shards = 0;                      // 0: preset default (bench: 4, others: 1)
   std::string tokenizer;               // a tokenizer folder to copy instead of training one
   bool force = false;                  // replace the checkpoint in a non-empty --out
+  bool allow_large = false;            // write a checkpoint over kLargeCheckpointBytes
   std::string mtp_weights = "random";  // random | from-main (SyntheticOptions::mtp_from_main)
   int mtp_layers = -1;                 // -1: the preset's num_nextn_predict_layers
 };
@@ -85,7 +89,8 @@ void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx) {
                                      "Hugging Face layout) from a preset: tiny (V3 routing, a few "
                                      "MB, for tests), tiny-v2 (V2-Lite recipe),\n"
                                      "bench (V3 shapes scaled down, >= 2 GB, for benchmarks).");
-  cmd->add_option("--preset", flags->preset, "tiny | tiny-v2 | bench")->capture_default_str();
+  cmd->add_option("--preset", flags->preset, "tiny | tiny-v2 | bench | v2-lite | v3")
+      ->capture_default_str();
   cmd->add_option("--out", flags->out, "output directory (created; must be empty unless --force)")
       ->required();
   cmd->add_flag("--force", flags->force,
@@ -108,6 +113,8 @@ void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx) {
                   "the current one: a draft that agrees often)")
       ->check(CLI::IsMember({"random", "from-main"}))
       ->capture_default_str();
+  cmd->add_flag("--allow-large", flags->allow_large,
+                "write a checkpoint over 8 GB (the real-shape presets v2-lite and v3)");
   cmd->add_option("--tokenizer", flags->tokenizer,
                   "copy this folder's tokenizer.json + tokenizer_config.json (vocab_size becomes "
                   "the tokenizer's)\n"
@@ -129,6 +136,23 @@ void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx) {
       return ReportError(ctx, "--mtp-weights from-main: preset " + flags->preset +
                                   " has no MTP module (num_nextn_predict_layers is 0; add "
                                   "--mtp-layers 1)");
+    // The writer builds each shard in memory: a real-shape preset (v2-lite: 31 GB in BF16,
+    // v3: 673 GB in FP8) would exhaust the host long before the disk.
+    double bytes = 0;
+    const double elem = flags->dtype == "fp8" ? 1.0 : 2.0;
+    for (const TensorSpec& t : ExpectedTensors(*config)) {
+      double n = 1;
+      for (int64_t d : t.shape) n *= static_cast<double>(d);
+      bytes += n * elem;
+    }
+    if (bytes > kLargeCheckpointBytes && !flags->allow_large)
+      return ReportError(ctx, "preset " + flags->preset + " in " + flags->dtype + " is a " +
+                                  std::to_string(static_cast<int64_t>(bytes / 1e9)) +
+                                  " GB checkpoint, built shard by shard in host memory; `epserve "
+                                  "bench decode --device cuda --preset " +
+                                  flags->preset +
+                                  "` makes it in GPU memory instead. --allow-large writes it "
+                                  "anyway");
     Status prepared = PrepareOutDir(flags->out, flags->force);
     if (!prepared.ok()) return ReportError(ctx, prepared.message());
     int shards = flags->shards > 0 ? flags->shards : (flags->preset == "bench" ? 4 : 1);
