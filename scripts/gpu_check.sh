@@ -11,6 +11,10 @@
 #   serve_openai - `epserve serve --device cuda` answers the official openai client (node and
 #            the pinned package travel in the bundle): models, whole and streamed chat
 #   serve_curl - the same server through curl: streamed == whole, chat and completions
+#   oom    - a KV pool larger than the GPU: a clear error naming the cache
+#   bench_v2lite, bench_v3_l4 - bench decode --device cuda at batch 1, 32, 128 on v2-lite (BF16)
+#            and on v3's first 4 layers (FP8): tokens/s, bytes per step, GB/s against the copy
+#            bandwidth
 # Logs go to $OUT (the device tool's output folder) or /tmp/gpu_check. Bounded: each part has a
 # timeout; the whole check takes about a minute on an H200.
 set -uo pipefail
@@ -102,5 +106,11 @@ export -f oom
 export EPSERVE WORK
 script oom 60 bash -c oom
 script serve_curl 120 tests/serve/gpu_curl_test.sh "$EPSERVE" "$WORK/serve-curl" --device cuda
+# Decode at the family's real shapes (weights made in GPU memory; speed is the next issue's
+# subject: this reports where it stands).
+script bench_v2lite 240 "$EPSERVE" bench decode --device cuda --preset v2-lite --batch 1,32,128 --context 1024
+sed 's/^/  /' "$LOGS/bench_v2lite.log" | tail -12
+script bench_v3_l4 240 "$EPSERVE" bench decode --device cuda --preset v3 --layers 4 --batch 1,32,128 --context 1024
+sed 's/^/  /' "$LOGS/bench_v3_l4.log" | tail -12
 if [[ $failed -eq 0 ]]; then echo "verdict: PASS"; else echo "verdict: FAIL"; fi
 exit $failed
