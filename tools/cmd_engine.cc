@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -34,6 +35,7 @@ struct EngineCmdFlags {
   std::string host = "127.0.0.1";
   int port = 0;
   std::string port_file;
+  std::string token_file;  // --engine-token-file; else $EPSERVE_ENGINE_TOKEN (serve --np sets it)
   EngineFlags engine;
   int tp = 1;
   int ranks_per_node = 0;
@@ -83,8 +85,15 @@ Status Serve(const EngineCmdFlags& f, EngineWorker& worker, int group, int dp,
   if (leader) {
     const int port = f.port > 0 ? f.port + group : 0;
     ASSIGN_OR_RETURN(std::string host, ResolveHost(f.host));
-    ASSIGN_OR_RETURN(
-        service, rpc::EngineService::Start(worker, {.listen = host + ":" + std::to_string(port)}));
+    std::string token;
+    if (!f.token_file.empty()) {
+      ASSIGN_OR_RETURN(token, rpc::ReadTokenFile(f.token_file));
+    } else if (const char* env = std::getenv("EPSERVE_ENGINE_TOKEN"); env != nullptr) {
+      token = env;
+    }
+    ASSIGN_OR_RETURN(service,
+                     rpc::EngineService::Start(
+                         worker, {.listen = host + ":" + std::to_string(port), .token = token}));
     const std::string address = host + ":" + std::to_string(service->port());
     if (!f.port_file.empty()) RETURN_IF_ERROR(WritePortFile(f.port_file, group, address));
     std::printf("epserve engine: group %d of %d (%s) listening on %s\n", group, dp, ranks.c_str(),
@@ -194,6 +203,11 @@ void RegisterEngineCommand(CLI::App& app, CommandContext& ctx) {
       "the gRPC engine service (no authentication: keep it on loopback or a private network)\n"
       "that `epserve serve --engines HOST:PORT,...` routes to. `serve --np N` starts this itself.");
   cmd->add_option("--model", f->model, "model folder (default: the embedded tiny model)");
+  cmd->add_option("--engine-token-file", f->token_file,
+                  "a file holding the shared secret every call to the engine service must carry "
+                  "(serve --engine-token-file gives the same file); without it, "
+                  "$EPSERVE_ENGINE_TOKEN (serve --np sets it for its world), else no check, "
+                  "which is allowed only on a loopback --host");
   cmd->add_option("--host", f->host,
                   "address the engine service binds; auto: this machine's address (by its host "
                   "name), for a scheduler on another machine")

@@ -20,6 +20,7 @@
 #include "io/checkpoint.h"
 #include "model/config.h"
 #include "rpc/engine_client.h"
+#include "rpc/engine_service.h"
 #include "runtime/engine_group.h"
 #include "runtime/engine_worker.h"
 #include "runtime/loaded_model.h"
@@ -51,6 +52,7 @@ struct ServeFlags {
   EngineFlags engine;
   // Deployment.
   std::string engines;
+  std::string engine_token_file;  // --engines: the services' shared secret
   int np = 0, tp = 1, ranks_per_node = 0;
   std::string hostfile, mpirun = "mpirun", mpirun_args,
                         engine_host;  // "": 127.0.0.1, or auto with a hostfile
@@ -80,6 +82,7 @@ std::vector<std::string> MpirunArgv(const ServeFlags& f, const std::string& dir)
   if (f.hostfile.empty() && f.np > static_cast<int>(std::thread::hardware_concurrency()))
     a.push_back("--oversubscribe");
   for (const auto& x : Split(f.mpirun_args, ' ')) a.push_back(x);
+  a.insert(a.end(), {"-x", "EPSERVE_ENGINE_TOKEN"});  // to every rank, also on other machines
   char self[4096] = {};
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   a.push_back(n > 0 ? std::string(self, n) : "epserve");
@@ -188,7 +191,17 @@ Status RunServe(const ServeFlags& f) {
   std::unique_ptr<EngineWorld> world;
   std::vector<std::unique_ptr<EngineGroup>> groups;
   std::vector<std::string> addresses = Split(f.engines, ',');
+  // The engine services' shared secret: made here for the world --np starts (handed to it in
+  // the environment, not on a command line others can read), or read for --engines.
+  std::string token;
+  if (!f.engine_token_file.empty()) {
+    if (f.engines.empty())
+      return Status::InvalidArgument("--engine-token-file is for --engines (--np makes its own)");
+    ASSIGN_OR_RETURN(token, rpc::ReadTokenFile(f.engine_token_file));
+  }
   if (f.np > 0) {
+    ASSIGN_OR_RETURN(token, rpc::RandomToken());
+    setenv("EPSERVE_ENGINE_TOKEN", token.c_str(), 1);
     std::vector<std::string> argv = MpirunArgv(f, dir);
     std::string line;
     for (const auto& a : argv) line += (line.empty() ? "" : " ") + a;
@@ -201,7 +214,7 @@ Status RunServe(const ServeFlags& f) {
   if (!addresses.empty()) {
     for (size_t g = 0; g < addresses.size(); ++g)
       groups.push_back(std::make_unique<rpc::GrpcEngineGroup>(
-          "group " + std::to_string(g) + " (" + addresses[g] + ")", addresses[g]));
+          "group " + std::to_string(g) + " (" + addresses[g] + ")", addresses[g], token));
   } else {
     ASSIGN_OR_RETURN(local, StartLocalEngine(dir, f.engine));
     worker = std::make_unique<EngineWorker>(*local->engine);
@@ -331,6 +344,10 @@ void RegisterServeCommand(CLI::App& app, CommandContext& ctx) {
                   "port of group 0's engine service, PORT+G for group G (0: any free)")
       ->check(IntRange(0, 65535))
       ->capture_default_str()
+      ->group(dep);
+  cmd->add_option("--engine-token-file", f->engine_token_file,
+                  "with --engines: the file holding the engine services' shared secret (the "
+                  "engines' --engine-token-file)")
       ->group(dep);
   cmd->add_option("--engines", f->engines,
                   "route to running engine services instead: HOST:PORT,HOST:PORT,...")

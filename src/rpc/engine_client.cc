@@ -36,6 +36,7 @@ class GrpcEngineGroup::Call : public grpc::ClientReadReactor<GenerateReply> {
     self_ = std::move(self);
     ToProto(r, &request_);
     auto accepted = accepted_.get_future();
+    owner_->Authorize(&context_);
     owner_->stubs_->stub->async()->Generate(&context_, &request_, this);
     StartRead(&reply_);
     StartCall();
@@ -112,9 +113,10 @@ class GrpcEngineGroup::Call : public grpc::ClientReadReactor<GenerateReply> {
   std::string why_;  // set by Abort
 };
 
-GrpcEngineGroup::GrpcEngineGroup(std::string name, std::string address)
+GrpcEngineGroup::GrpcEngineGroup(std::string name, std::string address, std::string token)
     : name_(std::move(name)),
       address_(std::move(address)),
+      token_(std::move(token)),
       stubs_(std::make_unique<Stubs>(address_)) {}
 
 GrpcEngineGroup::~GrpcEngineGroup() {
@@ -178,6 +180,7 @@ void GrpcEngineGroup::Cancel(RequestId id, FinishReason count_as) {
   };
   auto* p = new Pending;
   p->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  Authorize(&p->context);
   p->request.set_request_id(id);
   p->request.set_count_as(FinishReasonName(count_as));
   {
@@ -193,12 +196,17 @@ void GrpcEngineGroup::Cancel(RequestId id, FinishReason count_as) {
 StatusOr<WorkerMetrics> GrpcEngineGroup::Load(std::chrono::milliseconds timeout) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + timeout);
+  Authorize(&context);
   LoadRequest request;
   LoadReply reply;
   grpc::Status st = stubs_->stub->Load(&context, request, &reply);
   if (!st.ok()) return FromGrpc(st, name_ + " (" + address_ + ")");
   if (!reply.serving()) return Status::Unavailable(name_ + " is shutting down");
   return FromProto(reply);
+}
+
+void GrpcEngineGroup::Authorize(grpc::ClientContext* context) const {
+  if (!token_.empty()) context->AddMetadata("authorization", "Bearer " + token_);
 }
 
 void GrpcEngineGroup::Abort(const std::string& why) {

@@ -14,14 +14,17 @@
 
 namespace grpc {
 class Channel;
-}
+class ClientContext;
+}  // namespace grpc
 
 namespace epserve::rpc {
 
 class GrpcEngineGroup : public EngineGroup {
  public:
-  // `address`: "host:port" of the engine service. Connects lazily (the first call).
-  GrpcEngineGroup(std::string name, std::string address);
+  // `address`: "host:port" of the engine service. Connects lazily (the first call). `token`:
+  // the service's shared secret (EngineServiceOptions::token), sent with every call; empty for a
+  // service without one.
+  GrpcEngineGroup(std::string name, std::string address, std::string token = "");
   ~GrpcEngineGroup() override;  // Abort()s open calls and waits (bounded) for them to end
 
   std::string name() const override { return name_; }
@@ -40,8 +43,9 @@ class GrpcEngineGroup : public EngineGroup {
   void Register(RequestId id, std::shared_ptr<Call> call);
   void Unregister(RequestId id);
   void CallEnded();  // a call (stream or Cancel) and everything it held is gone
+  void Authorize(grpc::ClientContext* context) const;  // adds the token, if any
 
-  std::string name_, address_;
+  std::string name_, address_, token_;
   std::unique_ptr<Stubs> stubs_;
   std::mutex mu_;
   std::unordered_map<RequestId, std::shared_ptr<Call>> calls_;  // accepted, not yet done

@@ -3,6 +3,8 @@
 // gRPC's threads hand requests to the worker's single stepping thread (which keeps the MPI
 // world in lock-step) and stream each request's events back; a caller that goes away (or
 // cancels) cancels its request in the engine.
+// Request ids handed to callers are random 64-bit values (not the engine's sequential ids), so a
+// caller cannot cancel a request it did not submit by guessing.
 // Thread safety: Shutdown() may be called from any thread; the worker must outlive the service.
 #pragma once
 
@@ -20,11 +22,22 @@ class Server;
 namespace epserve::rpc {
 
 struct EngineServiceOptions {
-  // Where to listen: "host:port" (port 0: any free one). Loopback by default: the service has
-  // no authentication, so it must only be reachable by the scheduler.
+  // Where to listen: "host:port" (port 0: any free one). Loopback by default.
   std::string listen = "127.0.0.1:0";
+  // A shared secret every call must carry ("authorization: Bearer <token>" metadata; calls
+  // without it are UNAUTHENTICATED). Empty: no check, allowed only on a loopback address (Start
+  // refuses anything else), since a request here bypasses the HTTP server's API key and limits.
+  std::string token;
   int max_threads = 1024;  // gRPC threads (each open Generate stream holds one)
 };
+
+// Whether `host` (of "host:port", or a bare host) is a loopback address.
+bool IsLoopbackHost(const std::string& host);
+// 32 random hex digits from the system's entropy source, for an engine token.
+StatusOr<std::string> RandomToken();
+// The token in `path` (surrounding whitespace dropped); errors name the file. An empty file is
+// an error: it would switch the check off.
+StatusOr<std::string> ReadTokenFile(const std::string& path);
 
 class EngineService {
  public:

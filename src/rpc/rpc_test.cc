@@ -1,5 +1,6 @@
 // The engine service end to end on loopback: a GrpcEngineGroup against an EngineService over a
 // real EngineWorker (tiny model), compared with the same worker used directly.
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 
 #include "model/test_util.h"
 #include "rpc/engine_client.h"
+#include "rpc/engine_service.grpc.pb.h"
 #include "rpc/engine_service.h"
 #include "runtime/loaded_model.h"
 
@@ -34,16 +36,18 @@ class RpcTest : public ::testing::Test {
     loaded_ = LoadModel(dir_, {}).value();
     pool_ = std::make_unique<ThreadPool>(1);
     model_ = std::make_unique<Model>(loaded_->config, *loaded_->weights, *pool_);
-    engine_ = std::make_unique<Engine>(*model_, EngineOptions{.block_size = 16, .num_blocks = 32});
+    engine_ = std::make_unique<epserve::Engine>(*model_,
+                                                EngineOptions{.block_size = 16, .num_blocks = 32});
     // At least 2 ms a step: the 400-token requests below must still be running when a test
     // cancels them or shuts the service down, however fast this machine runs the tiny model.
     worker_ = std::make_unique<EngineWorker>(*engine_, EngineWorkerOptions{.before_step = [] {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }});
-    service_ = EngineService::Start(*worker_, {}).value();
-    client_ = std::make_unique<GrpcEngineGroup>("group 0",
-                                                "127.0.0.1:" + std::to_string(service_->port()));
+    service_ = EngineService::Start(*worker_, {.token = kToken}).value();
+    client_ = std::make_unique<GrpcEngineGroup>("group 0", Address(), kToken);
   }
+  std::string Address() const { return "127.0.0.1:" + std::to_string(service_->port()); }
+  static constexpr const char* kToken = "0123456789abcdef0123456789abcdef";
   void TearDown() override {
     client_.reset();
     service_.reset();
@@ -54,7 +58,7 @@ class RpcTest : public ::testing::Test {
   std::unique_ptr<LoadedModel> loaded_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Model> model_;
-  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<epserve::Engine> engine_;
   std::unique_ptr<EngineWorker> worker_;
   std::unique_ptr<EngineService> service_;
   std::unique_ptr<GrpcEngineGroup> client_;
@@ -64,7 +68,7 @@ class RpcTest : public ::testing::Test {
 // request with the error, and the worker then refuses new requests with it instead of hanging
 // them; the remote client sees the same error.
 TEST_F(RpcTest, AnExceptionInAStepFailsItsRequestsAndStopsTheWorker) {
-  Engine engine(*model_, EngineOptions{.block_size = 16, .num_blocks = 32});
+  epserve::Engine engine(*model_, EngineOptions{.block_size = 16, .num_blocks = 32});
   int steps = 0;
   EngineWorker worker(engine, {.before_step = [&] {
                         if (++steps == 3) throw std::runtime_error("injected fault");
@@ -138,6 +142,59 @@ TEST_F(RpcTest, CancelFreesTheRequestAndCountsItsReason) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   FAIL() << "the cancelled request still runs, or is not counted as stop";
+}
+
+// The service checks its token on every call: without it, or with a wrong one, nothing is
+// submitted or reported.
+TEST_F(RpcTest, CallsWithoutTheTokenAreRefused) {
+  for (const char* token : {"", "0123456789abcdef0123456789abcdeX"}) {
+    GrpcEngineGroup stranger("group 0", Address(), token);
+    auto s = std::make_shared<RequestStream>();
+    auto id = stranger.Submit({.prompt = {5, 6}, .max_tokens = 4}, s, std::chrono::seconds(10));
+    ASSERT_FALSE(id.ok());
+    EXPECT_NE(id.status().message().find("token"), std::string::npos) << id.status().message();
+    EXPECT_FALSE(stranger.Load(std::chrono::seconds(5)).ok());
+  }
+  EXPECT_EQ(worker_->Metrics().num_running + worker_->Metrics().num_waiting, 0);
+}
+
+// Request ids are random: cancelling every small id (what guessing sequential ids did: 36
+// guessed Cancel calls ended another client's stream) ends nothing, even with the token.
+TEST_F(RpcTest, GuessedCancelsEndNothing) {
+  auto s = std::make_shared<RequestStream>();
+  auto id = client_->Submit({.prompt = {5, 6}, .max_tokens = 40, .use_default_stop = false}, s,
+                            std::chrono::seconds(10));
+  ASSERT_TRUE(id.ok());
+  auto channel = grpc::CreateChannel(Address(), grpc::InsecureChannelCredentials());
+  auto stub = rpc::Engine::NewStub(channel);
+  for (uint64_t guess = 0; guess <= 1000; ++guess) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", std::string("Bearer ") + kToken);
+    CancelRequest req;
+    req.set_request_id(guess);
+    CancelReply reply;
+    ASSERT_TRUE(stub->Cancel(&ctx, req, &reply).ok());
+  }
+  std::vector<TokenEvent> all = Drain(*s);
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.back().finish, FinishReason::kLength);
+  // Without the token a Cancel is refused outright.
+  grpc::ClientContext ctx;
+  CancelRequest req;
+  req.set_request_id(*id);
+  CancelReply reply;
+  EXPECT_EQ(stub->Cancel(&ctx, req, &reply).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(RpcTest, ANonLoopbackAddressNeedsAToken) {
+  auto st = EngineService::Start(*worker_, {.listen = "0.0.0.0:0"});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.status().message().find("without a token"), std::string::npos);
+  EXPECT_TRUE(IsLoopbackHost("127.0.0.1:80"));
+  EXPECT_TRUE(IsLoopbackHost("localhost:1"));
+  EXPECT_TRUE(IsLoopbackHost("[::1]:5"));
+  EXPECT_FALSE(IsLoopbackHost("10.0.0.2:80"));
+  EXPECT_FALSE(IsLoopbackHost("0.0.0.0:0"));
 }
 
 TEST_F(RpcTest, ACallerThatGoesAwayCancelsItsRequest) {

@@ -23,7 +23,8 @@ GroupRouter::GroupRouter(std::vector<std::unique_ptr<EngineGroup>> groups,
       up_(groups_.size(), false),
       in_flight_(groups_.size(), 0),
       finished_(groups_.size()),
-      loads_(groups_.size()) {
+      loads_(groups_.size()),
+      last_error_(groups_.size()) {
   health_ = GuardedThread("the group health checker", [this] { HealthLoop(); });
 }
 
@@ -42,6 +43,7 @@ void GroupRouter::HealthLoop() {
       StatusOr<WorkerMetrics> load = groups_[g]->Load(options_.health_timeout);
       std::unique_lock<std::mutex> lock(mu_);
       if (stop_) return;
+      if (!load.ok()) last_error_[g] = load.status().message();
       if (load.ok()) {
         loads_[g] = *load;
         if (!up_[g]) {
@@ -84,7 +86,10 @@ Status GroupRouter::WaitUntilUp(std::chrono::milliseconds timeout) {
   if (cv_.wait_for(lock, timeout, all_up)) return Status::Ok();
   std::string down;
   for (size_t g = 0; g < up_.size(); ++g)
-    if (!up_[g]) down += (down.empty() ? "" : ", ") + groups_[g]->name();
+    if (!up_[g])
+      // The check's error names the group already ("group 0 (host:port): ...").
+      down += (down.empty() ? "" : ", ") +
+              (last_error_[g].empty() ? groups_[g]->name() : last_error_[g]);
   char waited[32];
   std::snprintf(waited, sizeof(waited), "%.1f", timeout.count() / 1000.0);
   return Status::Unavailable(std::string("not up after ") + waited + " s: " + down);

@@ -98,9 +98,10 @@ class GroupRouter {
   std::vector<int64_t> in_flight_;                        // guarded by mu_
   std::vector<std::map<std::string, int64_t>> finished_;  // guarded by mu_
   std::vector<WorkerMetrics> loads_;                      // guarded by mu_
-  std::map<std::string, int64_t> decisions_;              // guarded by mu_
-  int64_t retries_ = 0;                                   // guarded by mu_
-  bool stop_ = false;                                     // guarded by mu_
+  std::vector<std::string> last_error_;       // guarded by mu_: why a group's last check failed
+  std::map<std::string, int64_t> decisions_;  // guarded by mu_
+  int64_t retries_ = 0;                       // guarded by mu_
+  bool stop_ = false;                         // guarded by mu_
   std::thread health_;
 };
 
