@@ -105,14 +105,16 @@ StatusOr<RoutedRequest> GroupRouter::Submit(const EngineRequest& request,
   }
   std::string last_error;
   for (;;) {
-    std::vector<int64_t> loads;
     std::vector<bool> usable(groups_.size());
+    RouteDecision d;
     {
+      // The choice and its count in one step: a burst of requests arriving together sees each
+      // other's choices (counted only once accepted, 150 at once all went to group 0).
       std::lock_guard<std::mutex> lock(mu_);
-      loads = in_flight_;
       for (size_t g = 0; g < groups_.size(); ++g) usable[g] = up_[g] && !tried[g];
+      d = policy_->Choose(request.prompt, in_flight_, usable);
+      if (d.group >= 0) ++in_flight_[d.group];
     }
-    RouteDecision d = policy_->Choose(request.prompt, loads, usable);
     if (d.group < 0) {
       if (last_error.empty()) return Status::Unavailable("no engine group is up");
       return Status::Unavailable("no engine group took the request; last: " + last_error);
@@ -120,9 +122,12 @@ StatusOr<RoutedRequest> GroupRouter::Submit(const EngineRequest& request,
     StatusOr<RequestId> id = groups_[d.group]->Submit(request, stream, options_.submit_timeout);
     if (id.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
-      ++in_flight_[d.group];
       ++decisions_[RouteReasonName(d.reason)];
       return RoutedRequest{.group = d.group, .id = *id};
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --in_flight_[d.group];
     }
     if (id.status().code() != StatusCode::kUnavailable) return id.status();
     last_error = id.status().message();

@@ -16,6 +16,7 @@ class FakeGroup : public EngineGroup {
   StatusOr<RequestId> Submit(EngineRequest, std::shared_ptr<RequestStream>,
                              std::chrono::milliseconds) override {
     ++submits;
+    if (delay.count() > 0) std::this_thread::sleep_for(delay);
     if (!accepting) return Status::Unavailable(name_ + " refuses");
     return next_id++;
   }
@@ -30,7 +31,8 @@ class FakeGroup : public EngineGroup {
 
   std::atomic<bool> healthy{true}, accepting{true};
   std::atomic<int> submits{0}, cancels{0}, aborts{0};
-  RequestId next_id = 1;
+  std::atomic<RequestId> next_id{1};
+  std::chrono::milliseconds delay{0};  // how long a Submit takes (a remote group's round trip)
 
  private:
   std::string name_;
@@ -149,6 +151,32 @@ TEST(GroupRouter, WaitUntilUpNamesTheGroupsStillDown) {
   EXPECT_EQ(st.code(), StatusCode::kUnavailable);
   EXPECT_NE(st.message().find("group 1 (10.0.0.2:5000)"), std::string::npos) << st.message();
   EXPECT_EQ(st.message().find("group 0"), std::string::npos) << st.message();
+}
+
+// A burst of requests arriving together (150 at once) spreads over the groups: each choice is
+// counted as in flight when it is made, not once its group has accepted (when every request of
+// the burst saw the same empty loads and went to group 0).
+TEST(GroupRouterTest, ABurstSpreadsOverTheGroups) {
+  for (RoutingPolicyKind policy : {RoutingPolicyKind::kCacheAware, RoutingPolicyKind::kLeastLoad}) {
+    Fixture f(2, policy);
+    for (FakeGroup* g : f.fakes) g->delay = std::chrono::milliseconds(300);
+    std::vector<std::thread> clients;
+    std::atomic<int> ok{0}, ready{0};
+    std::atomic<bool> go{false};
+    for (int i = 0; i < 150; ++i)
+      clients.emplace_back([&, i] {
+        ++ready;
+        while (!go) std::this_thread::yield();  // all 150 arrive together
+        if (f.router->Submit(Prompt(1000 + 7 * i), std::make_shared<RequestStream>()).ok()) ++ok;
+      });
+    while (ready < 150) std::this_thread::yield();
+    go = true;
+    for (auto& t : clients) t.join();
+    EXPECT_EQ(ok, 150);
+    const int a = f.fakes[0]->submits, b = f.fakes[1]->submits;
+    EXPECT_EQ(a + b, 150);
+    EXPECT_GE(std::min(a, b), 50) << RoutingPolicyName(policy) << ": " << a << " / " << b;
+  }
 }
 
 }  // namespace
