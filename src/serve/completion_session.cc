@@ -42,8 +42,17 @@ std::variant<std::unique_ptr<CompletionSession>, ApiError> CompletionSession::St
                                       {"eos_token", tok.eos_token()},
                                       {"tools", nullptr}};
     StatusOr<std::string> rendered = ctx.chat_template->Render(context);
-    if (!rendered.ok())
-      return ApiError{.message = rendered.status().message(), .param = "messages"};
+    if (!rendered.ok()) {
+      // The template's errors begin with where it lives on this server
+      // ("/srv/m/tokenizer_config.json: chat_template:3:204: ..."): the log gets the whole
+      // message, the client the part after the path.
+      const std::string& full = rendered.status().message();
+      std::fprintf(stderr, "epserve: chat template error: %s\n", full.c_str());
+      const size_t at = full.find("chat_template");
+      return ApiError{
+          .message = at == std::string::npos ? "the chat template failed" : full.substr(at),
+          .param = "messages"};
+    }
     StatusOr<std::vector<int32_t>> ids = tok.Encode(*rendered);  // the template emits BOS
     if (!ids.ok()) return ApiError{.message = ids.status().message(), .param = "messages"};
     prompt = std::move(*ids);

@@ -155,6 +155,10 @@ expect_error 400 /v1/completions '{"prompt": "hi", "n": 2}'
 expect_error 400 /v1/completions '{"prompt": "hi", "temperature": 2.5}'
 expect_error 400 /v1/completions '{"prompt": [1, 2, 99999]}'
 expect_error 400 /v1/chat/completions '{"messages": "hi"}'
+# A chat template error tells the client what failed, not where the model lives on the server.
+expect_error 400 /v1/chat/completions '{"messages": [{"role": "user"}]}'
+grep -q "chat_template" "$WORK/out.json" || fail "the template error does not say what failed"
+if grep -q "$WORK" "$WORK/out.json"; then fail "the template error shows the server path: $(cat "$WORK/out.json")"; fi
 expect_error 413 /v1/completions "{\"prompt\": \"$(head -c 6000 /dev/zero | tr '\0' a)\"}"
 expect_error 404 /v1/nothing '{}'
 [[ $(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "$BASE/health") == 200 ]] || fail "/health after errors"
