@@ -96,19 +96,33 @@ void HttpServer::Stop() { server_->stop(); }
 
 void HttpServer::Routes() {
   const std::string key = options_.api_key;
-  server_->set_pre_routing_handler([key](const httplib::Request& req, httplib::Response& res) {
-    if (key.empty() || req.path.rfind("/v1/", 0) != 0)
-      return httplib::Server::HandlerResponse::Unhandled;
-    const std::string auth = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
-    const bool ok =
-        auth.rfind(prefix, 0) == 0 && ConstantTimeEquals(auth.substr(prefix.size()), key);
-    if (ok) return httplib::Server::HandlerResponse::Unhandled;
-    SendError(res, {.http_status = 401,
-                    .message = "Incorrect or missing API key (Authorization: Bearer <key>)",
-                    .code = "invalid_api_key"});
-    return httplib::Server::HandlerResponse::Handled;
-  });
+  const size_t max_headers = options_.max_headers, max_header_bytes = options_.max_header_bytes;
+  server_->set_pre_routing_handler(
+      [key, max_headers, max_header_bytes](const httplib::Request& req, httplib::Response& res) {
+        // Header count and total size are bounded (cpp-httplib 0.11 bounds only each line): 431.
+        size_t header_bytes = 0;
+        for (const auto& [k, v] : req.headers) header_bytes += k.size() + v.size() + 4;
+        if (req.headers.size() > max_headers || header_bytes > max_header_bytes) {
+          SendError(
+              res, {.http_status = 431,
+                    .message = "request headers too large (at most " + std::to_string(max_headers) +
+                               " headers, " + std::to_string(max_header_bytes) + " bytes)",
+                    .code = "request_header_fields_too_large"});
+          res.set_header("Connection", "close");
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        if (key.empty() || req.path.rfind("/v1/", 0) != 0)
+          return httplib::Server::HandlerResponse::Unhandled;
+        const std::string auth = req.get_header_value("Authorization");
+        const std::string prefix = "Bearer ";
+        const bool ok =
+            auth.rfind(prefix, 0) == 0 && ConstantTimeEquals(auth.substr(prefix.size()), key);
+        if (ok) return httplib::Server::HandlerResponse::Unhandled;
+        SendError(res, {.http_status = 401,
+                        .message = "Incorrect or missing API key (Authorization: Bearer <key>)",
+                        .code = "invalid_api_key"});
+        return httplib::Server::HandlerResponse::Handled;
+      });
   // Answers the library's own errors (413, unknown routes, wrong methods) in OpenAI's shape.
   server_->set_error_handler(
       httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
@@ -172,16 +186,16 @@ void HttpServer::Routes() {
       const size_t limit = options_.max_body_bytes;
       bool too_large = req.get_header_value<uint64_t>("Content-Length") > limit;
       const bool read = too_large || content([&](const char* data, size_t n) {
-        if (body_text.size() + n > limit) {
-          too_large = true;
-          return false;
-        }
-        body_text.append(data, n);
-        return true;
-      });
+                          if (body_text.size() + n > limit) {
+                            too_large = true;
+                            return false;
+                          }
+                          body_text.append(data, n);
+                          return true;
+                        });
       if (!read && !too_large)
-        return SendError(res, {.message = "the request body could not be read",
-                               .code = "invalid_body"});
+        return SendError(res,
+                         {.message = "the request body could not be read", .code = "invalid_body"});
       if (too_large) {
         res.set_header("Connection", "close");
         return SendError(res, {.http_status = 413,

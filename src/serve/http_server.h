@@ -27,6 +27,9 @@ struct HttpServerOptions {
   // OpenAI request needs more than a handful of levels; 64 is below the common JSON libraries'
   // defaults, and every walk over the parsed body (copies, the chat template's values) recurses.
   int max_json_depth = 64;
+  // Request headers beyond these get 431 (nginx's default buffers allow 4 x 8 KB).
+  size_t max_headers = 100;
+  size_t max_header_bytes = 32 << 10;
   int num_threads = 64;                   // connections served at once (each stream holds one)
   std::string ssl_certfile, ssl_keyfile;  // both set: HTTPS
   int listen_backlog = 1024;              // pending connections the kernel queues

@@ -70,6 +70,16 @@ echo "RSS before/after the 50 MB bodies: $before / $after kB"
 ((after - before < 51200)) || fail "a refused body grew the server by $((after - before)) kB"
 expect_file 200 /v1/completions "$WORK/at_limit.json"
 
+# 10,000 headers (each line short, which is all cpp-httplib bounded): 431, and still serving.
+$PY -c '
+import sys
+with open(sys.argv[1], "w") as f:
+    for i in range(10000):
+        f.write("header = \"X-H%d: v\"\n" % i)' "$WORK/headers.cfg"
+got=$(curl -s --max-time 30 -o "$WORK/out.json" -w '%{http_code}' -K "$WORK/headers.cfg" \
+  -H 'Content-Type: application/json' -d '{"prompt": "hi", "max_tokens": 2}' "$BASE/v1/completions" || true)
+[[ $got == 431 ]] || { head -c 300 "$WORK/out.json"; fail "10,000 headers: status $got, want 431"; }
+
 # The same bodies again, several at once: still alive, still serving.
 pids=()
 for _ in 1 2 3 4; do
