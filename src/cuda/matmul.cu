@@ -1,20 +1,42 @@
 // The weight products of the forward pass on the device (ops.h; twins kernels::MatMulReference
 // and kernels::MatMulTReference), written for decode, where streaming the weights once is the
 // whole cost:
-//   MatMul: one launch for a batch of problems that share N, K and dtype. The host lists work
-//     items (problem, first row, up to 8 rows) in `scratch`; grid x covers output columns (8
-//     warps per block, one warp per column n), grid y the items. A warp streams its weight row
-//     once, 16 bytes per lane per load (4 f32, 8 bf16 or 16 fp8 dequantized in registers),
-//     against the item's rows of x, accumulates in f32 per lane and reduces by shuffles. Rows
-//     of W or x that are not 16-byte aligned take the scalar-load variants (chosen on the host).
+//   MatMul: one launch for a batch of problems that share N, K and dtype. Work items are
+//     (problem, first row, up to 8 rows): listed by the host in `scratch`, or, for a single
+//     problem, derived from the item index (nothing uploaded). Grid x covers the items, grid y
+//     the column groups of 8 * C columns (8 warps per block, C = 1, 2 or 4 adjacent columns per
+//     warp, chosen on the host: the largest that still gives >= 2 blocks per SM). Items are the
+//     fast grid dimension, so the blocks that share a column group (the same weight rows) run
+//     side by side and re-read those rows from L2, not HBM.
+//     The block walks K in chunks: its threads start copying the chunk of the item's x rows
+//     into shared memory (cp.async, 16 bytes a copy, each warp 512 contiguous bytes), each warp
+//     issues its weight loads for the chunk meanwhile (16 bytes per lane and column per sweep of
+//     32 lanes: 4 f32, 8 bf16 or 16 fp8 values, dequantized in registers), and after a barrier
+//     every warp reads x from shared memory once for all its C columns (a float4 feeds 4 * C
+//     FMAs). Shared layout of a chunk: the V/4 float4s of x that face lane l's 16-byte weight
+//     vector of a sweep are stored 32 float4s apart, so a warp's float4 reads are conflict-free.
+//     Rows of W or x that are not 16-byte aligned take the scalar variants (chosen on the
+//     host; W unaligned: C = 1, 4-byte loads, 1024-value chunks).
+//     Sizes, per block of 256 threads (C = 1 / 2 / 4): U sweeps per chunk, U * C 16-byte loads
+//     in flight per lane (f32 4 / 4 / 8, bf16 8 / 6 / 8, fp8 4 / 4 / 8), chunks of 512 / 256 /
+//     256 f32, 2048 / 768 / 512 bf16, 2048 / 1024 / 1024 fp8 values; shared memory = rows of
+//     the largest item x chunk x 4 bytes: at 8 rows 16 / 8 / 8 KB f32, 64 / 24 / 16 KB bf16,
+//     64 / 32 / 32 KB fp8 (1/8 of that at 1 row). Registers (ptxas, sm_90a, no spills): <= 80
+//     at C = 1 and 2 (__launch_bounds__ min 3 blocks: 24 warps per SM), <= 128 at C = 4 (min
+//     2: 16 warps). On an H200 (228 KB shared, 64 K registers per SM) registers, not shared
+//     memory, bound residency: even three 64 KB blocks fit.
 //   MatMulT: grid (128-column tiles of K, heads, 8-token tiles); each thread owns one column k
 //     for up to 8 tokens and walks its head's n rows (coalesced along k), x staged in shared.
-// Each output is summed by one warp or thread in an order fixed by K alone: results do not
-// depend on the grid or on how problems are batched.
+// Each output is summed by one warp or thread in an order fixed by K alone: in MatMul lane l
+// takes the 16-byte vectors l, l + 32, ... of the row (or, scalar, k = l, l + 32, ...), in
+// ascending order, accumulates each value in f32 in that order, and the 32 lane sums are added
+// by the same xor-shuffle tree; chunks, C, how rows are grouped into items, M and the grid change
+// none of it. Results do not depend on the grid or on how problems are batched.
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -27,10 +49,11 @@ namespace {
 
 constexpr int kRowsPerItem = 8;  // token rows per work item (registers per lane)
 constexpr int kWarpsPerBlock = 8;
-constexpr int kUnroll = 4;    // 16-byte weight loads in flight per lane
-constexpr int kTCols = 128;   // MatMulT: columns per block (threads)
-constexpr int kTTokens = 8;   // MatMulT: tokens per block
-constexpr int kTChunk = 128;  // MatMulT: rows of x staged in shared memory at a time
+constexpr int kThreads = kWarpsPerBlock * 32;
+constexpr int kScalarChunk = 1024;  // MatMul, W not 16-byte aligned: K elements per chunk
+constexpr int kTCols = 128;         // MatMulT: columns per block (threads)
+constexpr int kTTokens = 8;         // MatMulT: tokens per block
+constexpr int kTChunk = 128;        // MatMulT: rows of x staged in shared memory at a time
 
 // What the device needs of one MatMulProblem (strides resolved).
 struct ProblemDesc {
@@ -48,12 +71,28 @@ struct WorkItem {
   int64_t m0;
 };
 struct Shape {
-  int64_t n, k, scale_cols, num_items;
+  int64_t n, k, scale_cols, num_items, num_groups;
   bool accumulate;
+  // Without an item list (one problem): that problem, its items the rows 8i .. 8i + 7.
+  ProblemDesc single;
+  int64_t single_rows;
 };
 
 template <DType D>
 constexpr int kElemBytes = D == DType::kF32 ? 4 : (D == DType::kBF16 ? 2 : 1);
+template <DType D>
+constexpr int kVecElems = 16 / kElemBytes<D>;  // V: values per 16-byte load
+// Sweeps (32 lanes x 16 bytes) per chunk, so U * C 16-byte weight loads in flight per lane: as
+// many as kMinBlocks' register budget holds without spills (ptxas -v, sm_90a): 4 / 4 / 8 for
+// f32, 8 / 6 / 8 for bf16, 4 / 4 / 8 for fp8 at C = 1 / 2 / 4.
+template <DType D, int C>
+constexpr int kSweeps = C == 4 ? 2 : (D == DType::kBF16 ? (C == 1 ? 8 : 3) : 4 / C);
+// K elements per chunk of x in shared memory.
+template <DType D, int C, bool kVecW>
+constexpr int kChunk = kVecW ? kSweeps<D, C> * 32 * kVecElems<D> : kScalarChunk;
+// Minimum resident blocks per SM for __launch_bounds__ (registers: 128 at 2, 80 at 3).
+template <int C>
+constexpr int kMinBlocks = C == 4 ? 2 : 3;
 
 // e4m3fn -> f32, exact (every e4m3 value is a half; 0x7F/0xFF become NaN).
 __device__ __forceinline__ float Fp8ToF32(uint8_t v) {
@@ -73,23 +112,24 @@ __device__ __forceinline__ float LoadW(const void* row, int64_t k, const float* 
   }
 }
 
-// The 16 bytes `raw` as 16 / elem_size floats (FP8 times `scale`).
+// Values 4g .. 4g + 3 of the 16 bytes `raw` as floats (FP8 times `scale`).
+// (g is a constant once the caller's loops are unrolled.)
 template <DType D>
-__device__ __forceinline__ void Dequantize(const uint4& raw, float scale, float* w) {
+__device__ __forceinline__ void Dequantize4(const uint4& raw, int g, float scale, float (&w)[4]) {
   const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
   if constexpr (D == DType::kF32) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) w[i] = __uint_as_float(u[i]);
   } else if constexpr (D == DType::kBF16) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      w[2 * i] = __uint_as_float(u[i] << 16);
-      w[2 * i + 1] = __uint_as_float(u[i] & 0xFFFF0000u);
+    for (int i = 0; i < 2; ++i) {
+      w[2 * i] = __uint_as_float(u[2 * g + i] << 16);
+      w[2 * i + 1] = __uint_as_float(u[2 * g + i] & 0xFFFF0000u);
     }
   } else {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const auto pair = static_cast<__nv_fp8x2_storage_t>(u[i / 2] >> (16 * (i % 2)));
+    for (int i = 0; i < 2; ++i) {
+      const auto pair = static_cast<__nv_fp8x2_storage_t>(u[g] >> (16 * i));
       const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3)));
       w[2 * i] = f.x * scale;
       w[2 * i + 1] = f.y * scale;
@@ -97,100 +137,250 @@ __device__ __forceinline__ void Dequantize(const uint4& raw, float scale, float*
   }
 }
 
-// acc[r] += x[r, k .. k + V) . w for the item's rows.
-template <DType D, bool kVecX>
-__device__ __forceinline__ void AccumulateVector(const uint4& raw, int64_t k, const float* x,
-                                                 int64_t x_stride, int rows, const float* srow,
-                                                 float (&acc)[kRowsPerItem]) {
-  constexpr int V = 16 / kElemBytes<D>;
-  float w[V];
-  Dequantize<D>(raw, D == DType::kF8E4M3 ? __ldg(srow + (k >> 7)) : 1.0f, w);
-#pragma unroll
-  for (int r = 0; r < kRowsPerItem; ++r) {
-    if (r >= rows) break;
-    const float* xr = x + r * x_stride + k;
-    if constexpr (kVecX) {
-#pragma unroll
-      for (int v = 0; v < V; v += 4) {
-        const float4 q = __ldg(reinterpret_cast<const float4*>(xr + v));
-        acc[r] = fmaf(q.x, w[v], acc[r]);
-        acc[r] = fmaf(q.y, w[v + 1], acc[r]);
-        acc[r] = fmaf(q.z, w[v + 2], acc[r]);
-        acc[r] = fmaf(q.w, w[v + 3], acc[r]);
+// Shared-memory position of element kk of a chunk (16-byte W rows): lane l's vector of V values
+// in each sweep of 32 * V becomes V/4 float4s at l, l + 32, ... of that sweep's float4s.
+template <int V>
+__device__ __forceinline__ int SmemPos(int kk) {
+  const int in_sweep = kk % (32 * V);
+  return kk - in_sweep + (in_sweep % V / 4) * 128 + in_sweep / V * 4 + kk % 4;
+}
+
+// Asynchronous global -> shared copies (sm_80+; a plain copy before).
+__device__ __forceinline__ void CopyAsync16(float* dst, const float* src) {
+#if __CUDA_ARCH__ >= 800
+  const auto s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
+#else
+  *reinterpret_cast<float4*>(dst) = __ldg(reinterpret_cast<const float4*>(src));
+#endif
+}
+__device__ __forceinline__ void CopyAsync4(float* dst, const float* src) {
+#if __CUDA_ARCH__ >= 800
+  const auto s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src) : "memory");
+#else
+  *dst = __ldg(src);
+#endif
+}
+__device__ __forceinline__ void WaitCopies() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+// Starts copying x[r][k0 .. k0 + len) of the item's rows to xs[r * KC + position] (kPermute:
+// SmemPos, else identity). kVecX: 16-byte copies; each warp takes 32 adjacent float4s (512
+// contiguous bytes) in an order that makes its shared writes conflict-free.
+template <int V, int KC, bool kPermute, bool kVecX>
+__device__ __forceinline__ void StageX(const float* x, int64_t x_stride, int rows, int k0, int len,
+                                       float* xs) {
+  const int lane = threadIdx.x % 32;
+  x += k0;
+  if constexpr (kVecX) {
+    constexpr int P = kPermute ? V / 4 : 1;  // float4s per weight vector
+    const int len4 = len / 4;
+    const int warp_first = static_cast<int>(threadIdx.x) - lane;
+    const int q_lane = P * (lane % (32 / P)) + lane / (32 / P);
+#pragma unroll 1
+    for (int r = 0; r < rows; ++r, x += x_stride, xs += KC)
+#pragma unroll 1
+      for (int q0 = warp_first; q0 < len4; q0 += kThreads) {
+        const int q = q0 + q_lane;
+        if (q < len4) CopyAsync16(xs + (kPermute ? SmemPos<V>(4 * q) : 4 * q), x + 4 * q);
       }
-    } else {
+  } else {
+#pragma unroll 1
+    for (int r = 0; r < rows; ++r, x += x_stride, xs += KC)
+#pragma unroll 1
+      for (int e = threadIdx.x; e < len; e += kThreads)
+        CopyAsync4(xs + (kPermute ? SmemPos<V>(e) : e), x + e);
+  }
+}
+
+// kVecW: every W row starts 16-byte aligned and V divides K; kVecX: every row of x starts
+// 16-byte aligned and 4 divides K. Dynamic shared memory: rows of the largest item x KC floats.
+template <DType D, int C, bool kVecW, bool kVecX>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<C>)
+    MatMulKernel(const ProblemDesc* problems, const WorkItem* items, Shape s) {
+  constexpr int V = kVecElems<D>;
+  constexpr int U = kSweeps<D, C>;
+  constexpr int KC = kChunk<D, C, kVecW>;
+  extern __shared__ float4 smem[];
+  float* xs = reinterpret_cast<float*>(smem);
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  for (int64_t group = blockIdx.y; group < s.num_groups; group += gridDim.y) {
+    // This warp's columns n0 .. n0 + C - 1; those past N load row N - 1 and store nothing (the
+    // warp still takes part in staging and barriers).
+    const int64_t n0 = (group * kWarpsPerBlock + warp) * C;
+    for (int64_t it = blockIdx.x; it < s.num_items; it += gridDim.x) {
+      ProblemDesc p;
+      int rows;
+      int64_t m0;
+      if (items == nullptr) {
+        p = s.single;
+        m0 = it * kRowsPerItem;
+        rows = static_cast<int>(min(int64_t{kRowsPerItem}, s.single_rows - m0));
+      } else {
+        const WorkItem item = items[it];
+        p = problems[item.problem];
+        rows = item.rows;
+        m0 = item.m0;
+      }
+      const float* x = p.x + m0 * p.x_stride;
+      // Column n0 + c is the row at wbase + col[c] bytes, its scales at sbase + scol[c] (columns
+      // past N: row N - 1). 32-bit offsets: the host keeps K under 2^26.
+      const int K = static_cast<int>(s.k);
+      const int64_t nbase = min(n0, s.n - 1);
+      const uint8_t* wbase = static_cast<const uint8_t*>(p.w) + nbase * s.k * kElemBytes<D>;
+      const float* sbase = nullptr;
+      int col[C], scol[C];
 #pragma unroll
-      for (int v = 0; v < V; ++v) acc[r] = fmaf(__ldg(xr + v), w[v], acc[r]);
+      for (int c = 0; c < C; ++c) {
+        const int64_t n = min(n0 + c, s.n - 1);
+        col[c] = static_cast<int>(n - nbase) * K * kElemBytes<D>;
+        scol[c] = 0;
+        if constexpr (D == DType::kF8E4M3) {
+          sbase = p.scale + ((nbase + p.scale_row_offset) >> 7) * s.scale_cols;
+          scol[c] = static_cast<int>(((n + p.scale_row_offset) >> 7) -
+                                     ((nbase + p.scale_row_offset) >> 7)) *
+                    static_cast<int>(s.scale_cols);
+        }
+      }
+      float acc[kRowsPerItem][C] = {};
+      for (int k0 = 0; k0 < K; k0 += KC) {
+        const int len = min(KC, K - k0);
+        if constexpr (kVecW) {
+          __syncthreads();  // every warp is done with the previous chunk
+          StageX<V, KC, true, kVecX>(x, p.x_stride, rows, k0, len, xs);
+          // This chunk's weights for the lane, vectors i0 + 32u: in flight with the copies.
+          const int num_vec = K / V;
+          const int i0 = k0 / V + lane;
+          const uint8_t* wk = wbase + int64_t{i0} * 16;
+          uint4 raw[U][C];
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int c = 0; c < C; ++c)
+              raw[u][c] = i0 + u * 32 < num_vec
+                              ? __ldg(reinterpret_cast<const uint4*>(wk + col[c] + u * 512))
+                              : make_uint4(0, 0, 0, 0);
+          WaitCopies();
+          __syncthreads();
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            if (i0 + u * 32 >= num_vec) break;  // and so are the lane's later vectors
+            const float* xu = xs + u * 32 * V + lane * 4;
+            float scale[C];  // FP8: the vector's block scale (an L1 hit for most lanes)
+#pragma unroll
+            for (int c = 0; c < C; ++c)
+              scale[c] =
+                  D == DType::kF8E4M3 ? __ldg(sbase + scol[c] + (((i0 + u * 32) * V) >> 7)) : 1.0f;
+#pragma unroll
+            for (int g = 0; g < V / 4; ++g) {
+              float w[C][4];
+#pragma unroll
+              for (int c = 0; c < C; ++c) Dequantize4<D>(raw[u][c], g, scale[c], w[c]);
+#pragma unroll
+              for (int r = 0; r < kRowsPerItem; ++r) {
+                if (r >= rows) break;
+                const float4 q = *reinterpret_cast<const float4*>(xu + r * KC + g * 128);
+#pragma unroll
+                for (int c = 0; c < C; ++c) {
+                  acc[r][c] = fmaf(q.x, w[c][0], acc[r][c]);
+                  acc[r][c] = fmaf(q.y, w[c][1], acc[r][c]);
+                  acc[r][c] = fmaf(q.z, w[c][2], acc[r][c]);
+                  acc[r][c] = fmaf(q.w, w[c][3], acc[r][c]);
+                }
+              }
+            }
+          }
+        } else {
+          __syncthreads();  // every warp is done with the previous chunk
+          StageX<V, KC, false, kVecX>(x, p.x_stride, rows, k0, len, xs);
+          WaitCopies();
+          __syncthreads();
+#pragma unroll 4
+          for (int kk = lane; kk < len; kk += 32) {
+            float w[C];
+#pragma unroll
+            for (int c = 0; c < C; ++c) w[c] = LoadW<D>(wbase + col[c], k0 + kk, sbase + scol[c]);
+#pragma unroll
+            for (int r = 0; r < kRowsPerItem; ++r) {
+              if (r >= rows) break;
+              const float xv = xs[r * KC + kk];
+#pragma unroll
+              for (int c = 0; c < C; ++c) acc[r][c] = fmaf(xv, w[c], acc[r][c]);
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < kRowsPerItem; ++r) {
+        if (r >= rows) break;  // uniform over the block
+#pragma unroll
+        for (int c = 0; c < C; ++c) {
+          float v = acc[r][c];
+          for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+          if (lane == c && n0 + c < s.n) {
+            float* y = p.y + (m0 + r) * p.y_stride + n0 + c;
+            *y = s.accumulate ? *y + v : v;
+          }
+        }
+      }
     }
   }
 }
 
-// kVecW: every W row starts 16-byte aligned (so K is a multiple of the vector width);
-// kVecX: so does every row of x.
-template <DType D, bool kVecW, bool kVecX>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32, 2)
-    MatMulKernel(const ProblemDesc* problems, const WorkItem* items, Shape s) {
-  const int lane = threadIdx.x % 32;
-  const int64_t n = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / 32;
-  if (n >= s.n) return;  // a whole warp
-  for (int64_t it = blockIdx.y; it < s.num_items; it += gridDim.y) {
-    const WorkItem item = items[it];
-    const ProblemDesc p = problems[item.problem];
-    const float* x = p.x + item.m0 * p.x_stride;
-    const void* wrow = static_cast<const uint8_t*>(p.w) + n * s.k * kElemBytes<D>;
-    const float* srow = nullptr;
-    if constexpr (D == DType::kF8E4M3)
-      srow = p.scale + ((n + p.scale_row_offset) >> 7) * s.scale_cols;
-    float acc[kRowsPerItem] = {};
-    int64_t k_done = 0;
-    if constexpr (kVecW) {
-      constexpr int V = 16 / kElemBytes<D>;
-      const uint4* w4 = static_cast<const uint4*>(wrow);
-      const int64_t num_vec = s.k / V;
-      int64_t i = lane;
-      for (; i + (kUnroll - 1) * 32 < num_vec; i += kUnroll * 32) {
-        uint4 raw[kUnroll];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) raw[u] = __ldg(w4 + i + u * 32);
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-          AccumulateVector<D, kVecX>(raw[u], (i + u * 32) * V, x, p.x_stride, item.rows, srow, acc);
-      }
-      for (; i < num_vec; i += 32)
-        AccumulateVector<D, kVecX>(__ldg(w4 + i), i * V, x, p.x_stride, item.rows, srow, acc);
-      k_done = num_vec * V;
-    }
-    for (int64_t k = k_done + lane; k < s.k; k += 32) {
-      const float w = LoadW<D>(wrow, k, srow);
-#pragma unroll
-      for (int r = 0; r < kRowsPerItem; ++r) {
-        if (r >= item.rows) break;
-        acc[r] = fmaf(__ldg(x + r * p.x_stride + k), w, acc[r]);
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < kRowsPerItem; ++r) {
-      if (r >= item.rows) break;  // uniform over the warp
-      float v = acc[r];
-      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-      if (lane == 0) {
-        float* y = p.y + (item.m0 + r) * p.y_stride + n;
-        *y = s.accumulate ? *y + v : v;
-      }
+// Launches one variant with `rows` rows of x per chunk in shared memory.
+template <DType D, int C, bool kVecW, bool kVecX>
+Status LaunchMatMul(dim3 grid, int rows, const ProblemDesc* problems, const WorkItem* items,
+                    const Shape& s, cudaStream_t stream) {
+  constexpr int kMaxSmem = kRowsPerItem * kChunk<D, C, kVecW> * 4;
+  static_assert(kMaxSmem <= 64 * 1024);
+  auto* kernel = MatMulKernel<D, C, kVecW, kVecX>;
+  if constexpr (kMaxSmem > 48 * 1024) {
+    // Over the default 48 KB of dynamic shared memory: allowed once per device.
+    static std::atomic<uint64_t> allowed{0};
+    int device = 0;
+    RETURN_IF_ERROR(FromCuda(cudaGetDevice(&device), "MatMul: current device"));
+    const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+    if (bit == 0 || (allowed.load(std::memory_order_relaxed) & bit) == 0) {
+      RETURN_IF_ERROR(FromCuda(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem),
+          "MatMul: allowing 64 KB of shared memory"));
+      allowed.fetch_or(bit, std::memory_order_relaxed);
     }
   }
+  const size_t smem = static_cast<size_t>(rows) * kChunk<D, C, kVecW> * sizeof(float);
+  kernel<<<grid, kThreads, smem, stream>>>(problems, items, s);
+  return Status::Ok();
 }
 
 template <DType D>
-void LaunchMatMul(bool vec_w, bool vec_x, dim3 grid, const ProblemDesc* problems,
-                  const WorkItem* items, const Shape& s, cudaStream_t stream) {
-  const int threads = kWarpsPerBlock * 32;
-  if (vec_w && vec_x)
-    MatMulKernel<D, true, true><<<grid, threads, 0, stream>>>(problems, items, s);
-  else if (vec_w)
-    MatMulKernel<D, true, false><<<grid, threads, 0, stream>>>(problems, items, s);
-  else
-    MatMulKernel<D, false, false><<<grid, threads, 0, stream>>>(problems, items, s);
+Status LaunchMatMul(int columns, bool vec_w, bool vec_x, dim3 grid, int rows,
+                    const ProblemDesc* problems, const WorkItem* items, const Shape& s,
+                    cudaStream_t stream) {
+  if (!vec_w) return LaunchMatMul<D, 1, false, false>(grid, rows, problems, items, s, stream);
+  switch (columns) {
+    case 4:
+      return vec_x ? LaunchMatMul<D, 4, true, true>(grid, rows, problems, items, s, stream)
+                   : LaunchMatMul<D, 4, true, false>(grid, rows, problems, items, s, stream);
+    case 2:
+      return vec_x ? LaunchMatMul<D, 2, true, true>(grid, rows, problems, items, s, stream)
+                   : LaunchMatMul<D, 2, true, false>(grid, rows, problems, items, s, stream);
+    default:
+      return vec_x ? LaunchMatMul<D, 1, true, true>(grid, rows, problems, items, s, stream)
+                   : LaunchMatMul<D, 1, true, false>(grid, rows, problems, items, s, stream);
+  }
+}
+
+// Columns per warp: the most (4, 2, 1) that still give at least 2 blocks per SM.
+int ColumnsPerWarp(int64_t n, int64_t num_items, int num_sms, bool vec_w) {
+  if (!vec_w) return 1;
+  for (int c : {4, 2})
+    if (num_items * ((n + kWarpsPerBlock * c - 1) / (kWarpsPerBlock * c)) >= 2 * num_sms) return c;
+  return 1;
 }
 
 struct TShape {
@@ -256,62 +446,93 @@ Status MatMul(const MatMulProblem* host_problems, int num_problems, const MatMul
   const DType dtype = w0.dtype;
   const int64_t N = w0.rows, K = w0.cols;
   if (dtype == DType::kI8Packed) return Unsupported("MatMul", dtype);
+  if (K > (int64_t{1} << 26))  // the kernel's 32-bit offsets
+    return Status::InvalidArgument("MatMul: K = " + std::to_string(K) + " is over 2^26");
   const int64_t elem = static_cast<int64_t>(DTypeSize(dtype));
   bool vec_w = K * elem % 16 == 0, vec_x = K % 4 == 0;
   std::vector<ProblemDesc> descs(num_problems);
   std::vector<WorkItem> items;
+  int busy = -1;  // the only problem with rows, or -2 when several have
+  int max_rows = 0;
   for (int i = 0; i < num_problems; ++i) {
     const MatMulProblem& p = host_problems[i];
-    const std::string where = "MatMul problem " + std::to_string(i) + ": ";
+    // (Built only for an error: this loop runs for every expert of every layer.)
+    const auto where = [i] { return "MatMul problem " + std::to_string(i) + ": "; };
     if (p.w.dtype != dtype || p.w.rows != N || p.w.cols != K)
-      return Status::InvalidArgument(where + "weight " + DTypeName(p.w.dtype) + " [" +
+      return Status::InvalidArgument(where() + "weight " + DTypeName(p.w.dtype) + " [" +
                                      std::to_string(p.w.rows) + ", " + std::to_string(p.w.cols) +
                                      "] differs from problem 0's " + DTypeName(dtype) + " [" +
                                      std::to_string(N) + ", " + std::to_string(K) + "]");
     const int64_t xs = p.x_stride ? p.x_stride : K, ys = p.y_stride ? p.y_stride : N;
     if (p.num_rows < 0 || xs < K || ys < N)
-      return Status::InvalidArgument(where + "bad row count or stride");
+      return Status::InvalidArgument(where() + "bad row count or stride");
     descs[i] = {p.x, xs, p.y, ys, p.w.data, p.w.scale, p.w.scale_row_offset};
     if (p.num_rows == 0 || N == 0) continue;
     if (p.x == nullptr || p.y == nullptr || (K > 0 && p.w.data == nullptr) ||
         (dtype == DType::kF8E4M3 && K > 0 && p.w.scale == nullptr))
-      return Status::InvalidArgument(where + "null pointer");
+      return Status::InvalidArgument(where() + "null pointer");
     vec_w = vec_w && Aligned16(p.w.data);
     vec_x = vec_x && Aligned16(p.x) && xs % 4 == 0;
+    busy = busy == -1 ? i : -2;
+    max_rows =
+        static_cast<int>(std::max<int64_t>(max_rows, std::min<int64_t>(kRowsPerItem, p.num_rows)));
     for (int64_t m0 = 0; m0 < p.num_rows; m0 += kRowsPerItem)
       items.push_back(
           {i, static_cast<int32_t>(std::min<int64_t>(kRowsPerItem, p.num_rows - m0)), m0});
   }
   if (items.empty()) return Status::Ok();
 
-  const size_t desc_bytes = (descs.size() * sizeof(ProblemDesc) + 15) / 16 * 16;
-  const size_t item_bytes = items.size() * sizeof(WorkItem);
-  std::vector<uint8_t> staging(desc_bytes + item_bytes);
-  std::memcpy(staging.data(), descs.data(), descs.size() * sizeof(ProblemDesc));
-  std::memcpy(staging.data() + desc_bytes, items.data(), item_bytes);
-  RETURN_IF_ERROR(scratch.Reserve(static_cast<int64_t>(staging.size()), "MatMul descriptors"));
-  // From pageable memory: returns once `staging` has been copied out, so it may go.
-  RETURN_IF_ERROR(FromCuda(cudaMemcpyAsync(scratch.data(), staging.data(), staging.size(),
-                                           cudaMemcpyHostToDevice, stream),
-                           "copying MatMul descriptors"));
-  const auto* d_descs = scratch.as<const ProblemDesc>();
-  const auto* d_items = reinterpret_cast<const WorkItem*>(scratch.as<const uint8_t>() + desc_bytes);
-
-  const Shape s{N, K, (K + kFp8BlockSize - 1) / kFp8BlockSize, static_cast<int64_t>(items.size()),
-                options.accumulate};
-  const dim3 grid(static_cast<unsigned>((N + kWarpsPerBlock - 1) / kWarpsPerBlock),
-                  static_cast<unsigned>(std::min<int64_t>(s.num_items, 65535)));
-  switch (dtype) {
-    case DType::kF32:
-      LaunchMatMul<DType::kF32>(vec_w, vec_x, grid, d_descs, d_items, s, stream);
-      break;
-    case DType::kBF16:
-      LaunchMatMul<DType::kBF16>(vec_w, vec_x, grid, d_descs, d_items, s, stream);
-      break;
-    default:
-      LaunchMatMul<DType::kF8E4M3>(vec_w, vec_x, grid, d_descs, d_items, s, stream);
-      break;
+  Shape s{.n = N,
+          .k = K,
+          .scale_cols = (K + kFp8BlockSize - 1) / kFp8BlockSize,
+          .num_items = static_cast<int64_t>(items.size()),
+          .num_groups = 0,
+          .accumulate = options.accumulate,
+          .single = {},
+          .single_rows = 0};
+  const ProblemDesc* d_descs = nullptr;
+  const WorkItem* d_items = nullptr;
+  if (busy >= 0) {
+    // One problem: its descriptor travels in the launch's parameters, nothing is uploaded.
+    s.single = descs[busy];
+    s.single_rows = host_problems[busy].num_rows;
+  } else {
+    const size_t desc_bytes = (descs.size() * sizeof(ProblemDesc) + 15) / 16 * 16;
+    const size_t item_bytes = items.size() * sizeof(WorkItem);
+    std::vector<uint8_t> staging(desc_bytes + item_bytes);
+    std::memcpy(staging.data(), descs.data(), descs.size() * sizeof(ProblemDesc));
+    std::memcpy(staging.data() + desc_bytes, items.data(), item_bytes);
+    RETURN_IF_ERROR(scratch.Reserve(static_cast<int64_t>(staging.size()), "MatMul descriptors"));
+    // From pageable memory: returns once `staging` has been copied out, so it may go.
+    RETURN_IF_ERROR(FromCuda(cudaMemcpyAsync(scratch.data(), staging.data(), staging.size(),
+                                             cudaMemcpyHostToDevice, stream),
+                             "copying MatMul descriptors"));
+    d_descs = scratch.as<const ProblemDesc>();
+    d_items = reinterpret_cast<const WorkItem*>(scratch.as<const uint8_t>() + desc_bytes);
   }
+
+  int device = 0, num_sms = 0;
+  RETURN_IF_ERROR(FromCuda(cudaGetDevice(&device), "MatMul: current device"));
+  RETURN_IF_ERROR(FromCuda(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device),
+                           "MatMul: SM count"));
+  const int columns = ColumnsPerWarp(N, s.num_items, num_sms, vec_w);
+  s.num_groups = (N + kWarpsPerBlock * columns - 1) / (kWarpsPerBlock * columns);
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(s.num_items, 0x7FFFFFFF)),
+                  static_cast<unsigned>(std::min<int64_t>(s.num_groups, 65535)));
+  const auto launch = [&]() -> Status {
+    switch (dtype) {
+      case DType::kF32:
+        return LaunchMatMul<DType::kF32>(columns, vec_w, vec_x, grid, max_rows, d_descs, d_items, s,
+                                         stream);
+      case DType::kBF16:
+        return LaunchMatMul<DType::kBF16>(columns, vec_w, vec_x, grid, max_rows, d_descs, d_items,
+                                          s, stream);
+      default:
+        return LaunchMatMul<DType::kF8E4M3>(columns, vec_w, vec_x, grid, max_rows, d_descs, d_items,
+                                            s, stream);
+    }
+  };
+  RETURN_IF_ERROR(launch());
   return LastLaunch("MatMul");
 }
 

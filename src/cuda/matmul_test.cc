@@ -1,13 +1,16 @@
 // The device matmuls (cuda/matmul.cu) against their CPU twins kernels::MatMulReference and
 // kernels::MatMulTReference on random F32, BF16 and FP8 weights: tiny and DeepSeek-V3 shapes,
 // batches of problems with different row counts, FP8 row slices off the 128-row tiles, padded
-// strides, accumulation, and the argument checks.
+// strides, accumulation, column groups with a partial last one, results bit-identical whatever
+// the batch, the argument checks; and CudaMatMulPerf.DecodeShapes, timings at decode shapes.
 #include "kernels/matmul.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 #include "cuda/ops.h"
@@ -178,6 +181,55 @@ TEST(CudaMatMulTest, BatchedProblemsStridesAndAccumulate) {
   }
 }
 
+TEST(CudaMatMulTest, ColumnGroupsWithAPartialLast) {
+  EPSERVE_REQUIRE_GPU();
+  // N = 1001 (not a multiple of 32): the last group of 8 warps x C columns is partial; its
+  // warps past N load row N - 1 and store nothing. On 132 SMs, 1 / 40 / 70 rows (1 / 5 / 9
+  // items) take C = 1 / 2 / 4 columns per warp (the most that still give >= 2 blocks per SM);
+  // another GPU takes some other C, which the results do not depend on.
+  for (DType dtype : kDTypes) {
+    TestWeight tw;
+    MakeTestWeight(dtype, 1100, 1024, 400, &tw);
+    // Rows 77 .. 1077: FP8 column groups straddle the 128-row scale tiles.
+    const Weights w{tw.host.RowSlice(77, 1001), tw.device.RowSlice(77, 1001)};
+    for (int64_t m : {1, 40, 70})
+      for (int64_t x_pad : {0, 5})  // x rows 16-byte aligned or not
+        RunAndCheck({w}, {{.rows = m, .x_pad = x_pad, .y_pad = 3}}, x_pad != 0, 500 + m,
+                    Name(dtype, 1001, 1024) + " M " + std::to_string(m) + " x_pad " +
+                        std::to_string(x_pad));
+  }
+}
+
+TEST(CudaMatMulTest, RowResultsDoNotDependOnTheBatch) {
+  EPSERVE_REQUIRE_GPU();
+  // The same row alone (one item, C = 1 on 132 SMs) and among 70 rows (9 items, C = 4), as one
+  // problem and batched with another: bit for bit the same output.
+  constexpr int64_t N = 1001, K = 1024, M = 70;
+  for (DType dtype : kDTypes) {
+    TestWeight tw;
+    MakeTestWeight(dtype, N, K, 600, &tw);
+    DeviceBuffer dx = ToDevice(RandomFloats(M * K, 601)), all(ToDevice(std::vector<float>(M * N)));
+    DeviceBuffer scratch;
+    const MatMulProblem p{.x = dx.as<float>(), .num_rows = M, .w = tw.device, .y = all.as<float>()};
+    ASSERT_TRUE(MatMul(&p, 1, {}, scratch, nullptr).ok());
+    const std::vector<float> want = ToHost<float>(all, M * N);
+    for (int64_t r : {0, 33, 69}) {
+      DeviceBuffer one = ToDevice(std::vector<float>(N)), two = ToDevice(std::vector<float>(N));
+      const MatMulProblem single{
+          .x = dx.as<float>() + r * K, .num_rows = 1, .w = tw.device, .y = one.as<float>()};
+      ASSERT_TRUE(MatMul(&single, 1, {}, scratch, nullptr).ok());
+      const MatMulProblem pair[2] = {
+          p, {.x = dx.as<float>() + r * K, .num_rows = 1, .w = tw.device, .y = two.as<float>()}};
+      ASSERT_TRUE(MatMul(pair, 2, {}, scratch, nullptr).ok());
+      const std::vector<float> got_one = ToHost<float>(one, N), got_two = ToHost<float>(two, N);
+      for (int64_t n = 0; n < N; ++n) {
+        ASSERT_EQ(got_one[n], want[r * N + n]) << Name(dtype, N, K) << " row " << r << " n " << n;
+        ASSERT_EQ(got_two[n], want[r * N + n]) << Name(dtype, N, K) << " row " << r << " n " << n;
+      }
+    }
+  }
+}
+
 TEST(CudaMatMulTest, NothingToDo) {
   EPSERVE_REQUIRE_GPU();
   TestWeight tw;
@@ -290,6 +342,120 @@ TEST(CudaMatMulTTest, HeadsOffTheScaleTilesAndChunks) {
     // n over one shared-memory chunk, K not a multiple of 128, more tokens than one tile.
     CheckMatMulT(dtype, 3, 300, 700, 310, 5, 19);
   }
+}
+
+// Decode-shaped MatMuls timed on the device (weights of DeepSeek-V3 and V2-Lite layers), beside
+// the device's copy bandwidth: one line per case. Checks results against the twin on one shape
+// and asserts no speed (the goals live in docs/benchmarks.md). Each case: the median of 20
+// event-timed calls (a single problem: no descriptor upload, but the host's work and the launch
+// count), and the kernel alone (20 calls in a CUDA graph, replayed: total / 20).
+TEST(CudaMatMulPerf, DecodeShapes) {
+  EPSERVE_REQUIRE_GPU();
+  // Correct on one of the timed shapes (v2-lite expert), at the rows that take C = 1 and 4.
+  for (DType dtype : {DType::kBF16, DType::kF8E4M3}) {
+    TestWeight tw;
+    MakeTestWeight(dtype, 1408, 2048, 700, &tw);
+    for (int64_t m : {1, 128})
+      RunAndCheck({{tw.host, tw.device}}, {{.rows = m}}, false, 700 + m,
+                  Name(dtype, 1408, 2048) + " M " + std::to_string(m));
+  }
+
+  cudaEvent_t start, stop;
+  ASSERT_EQ(cudaEventCreate(&start), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&stop), cudaSuccess);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  // Runs `op` 2 times to warm up, then 20 times between events: the median in seconds.
+  const auto median_seconds = [&](const auto& op) {
+    for (int i = 0; i < 2; ++i) op();
+    std::vector<float> ms(20);
+    for (float& t : ms) {
+      EXPECT_EQ(cudaEventRecord(start, nullptr), cudaSuccess);
+      op();
+      EXPECT_EQ(cudaEventRecord(stop, nullptr), cudaSuccess);
+      EXPECT_EQ(cudaEventSynchronize(stop), cudaSuccess);
+      EXPECT_EQ(cudaEventElapsedTime(&t, start, stop), cudaSuccess);
+    }
+    std::sort(ms.begin(), ms.end());
+    return (ms[9] + ms[10]) / 2 * 1e-3;
+  };
+
+  // Device-to-device copy of 1 GiB: bytes read + written per second.
+  constexpr int64_t kCopyBytes = int64_t{1} << 30;
+  double copy_gbs = 0;
+  {
+    DeviceBuffer a, b;
+    ASSERT_TRUE(a.Allocate(kCopyBytes, "copy source").ok());
+    ASSERT_TRUE(b.Allocate(kCopyBytes, "copy target").ok());
+    ASSERT_EQ(cudaMemset(a.data(), 1, kCopyBytes), cudaSuccess);
+    const double t = median_seconds([&] {
+      EXPECT_EQ(cudaMemcpyAsync(b.data(), a.data(), kCopyBytes, cudaMemcpyDeviceToDevice, nullptr),
+                cudaSuccess);
+    });
+    copy_gbs = 2.0 * kCopyBytes / t * 1e-9;
+  }
+  std::printf("[ copy     ] device-to-device 1 GiB: %.0f GB/s (read + written)\n", copy_gbs);
+
+  struct Shape {
+    int64_t n, k;
+    const char* what;
+  };
+  const Shape shapes[] = {{7168, 2048, "v3 expert down / attention out"},
+                          {2048, 7168, "v3 expert gate, up"},
+                          {1408, 2048, "v2-lite expert"},
+                          {102400, 2048, "v2-lite LM head"}};
+  constexpr int64_t kMaxRows = 128;
+  int64_t max_w = 0, max_x = 0, max_y = 0, max_scales = 0;
+  for (const Shape& sh : shapes) {
+    max_w = std::max(max_w, sh.n * sh.k * 2);
+    max_x = std::max(max_x, kMaxRows * sh.k);
+    max_y = std::max(max_y, kMaxRows * sh.n);
+    max_scales = std::max(max_scales, (sh.n + 127) / 128 * ((sh.k + 127) / 128));
+  }
+  // Weights, scales and x all bytes 0x3C: bf16 0.0115, fp8 1.5, f32 0.0115.
+  DeviceBuffer w, scales, x, y, scratch;
+  ASSERT_TRUE(w.Allocate(max_w, "weights").ok());
+  ASSERT_TRUE(scales.Allocate(max_scales * 4, "scales").ok());
+  ASSERT_TRUE(x.Allocate(max_x * 4, "x").ok());
+  ASSERT_TRUE(y.Allocate(max_y * 4, "y").ok());
+  ASSERT_EQ(cudaMemset(w.data(), 0x3C, max_w), cudaSuccess);
+  ASSERT_EQ(cudaMemset(scales.data(), 0x3C, max_scales * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemset(x.data(), 0x3C, max_x * 4), cudaSuccess);
+  for (DType dtype : {DType::kBF16, DType::kF8E4M3})
+    for (const Shape& sh : shapes)
+      for (int64_t m : {1, 8, 32, 128}) {
+        const WeightView view{.dtype = dtype,
+                              .rows = sh.n,
+                              .cols = sh.k,
+                              .data = w.data(),
+                              .scale = dtype == DType::kF8E4M3 ? scales.as<float>() : nullptr};
+        const MatMulProblem p{.x = x.as<float>(), .num_rows = m, .w = view, .y = y.as<float>()};
+        // A call as the engine makes it today (host work and launch included), and the kernel
+        // alone: 20 calls captured in a CUDA graph, replayed back to back.
+        const double t_call =
+            median_seconds([&] { EXPECT_TRUE(MatMul(&p, 1, {}, scratch, nullptr).ok()); });
+        cudaGraph_t graph = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        for (int i = 0; i < 20; ++i) EXPECT_TRUE(MatMul(&p, 1, {}, scratch, stream).ok());
+        ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+        ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+        const double t_kernel =
+            median_seconds([&] { EXPECT_EQ(cudaGraphLaunch(exec, nullptr), cudaSuccess); }) / 20;
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+        const double bytes = static_cast<double>(view.DataBytes() + view.ScaleBytes());
+        std::printf(
+            "[ matmul   ] %-7s N %6lld K %5lld M %3lld  call %7.1f us %5.0f GB/s  kernel "
+            "%7.1f us %5.0f GB/s (%4.1f%% of copy)  %s\n",
+            DTypeName(dtype), static_cast<long long>(sh.n), static_cast<long long>(sh.k),
+            static_cast<long long>(m), t_call * 1e6, bytes / t_call * 1e-9, t_kernel * 1e6,
+            bytes / t_kernel * 1e-9, 100 * bytes / t_kernel * 1e-9 / copy_gbs, sh.what);
+      }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaStreamDestroy(stream);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
 }
 
 }  // namespace

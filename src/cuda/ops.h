@@ -36,7 +36,8 @@ struct MatMulOptions {
 // Runs `num_problems` independent problems (host array of descriptors) in one launch: the
 // per-head W_uv products, a layer's experts over their expert-major rows, or a single MatMul.
 // Every problem must have the same N and K and dtype. The descriptors are copied to the device
-// through `scratch` (grown as needed), so the host array may be reused once this returns.
+// through `scratch` (grown as needed), so the host array may be reused once this returns; when
+// only one problem has rows, nothing is copied (it travels in the launch's parameters).
 // Each output is one warp's f32 dot product over K (weights dequantized in registers).
 Status MatMul(const MatMulProblem* host_problems, int num_problems, const MatMulOptions& options,
               DeviceBuffer& scratch, cudaStream_t stream);
