@@ -6,6 +6,7 @@
 #include "model/config.h"
 #include "model/kv_cache.h"
 #include "model/synthetic.h"
+#include "tools/device_flag.h"
 
 #ifdef EPSERVE_HAVE_CUDA
 #include "cuda/decode_bench.h"
@@ -14,16 +15,6 @@
 namespace epserve::tools {
 
 namespace {
-
-StatusOr<int> DeviceIndex(const std::string& d) {
-  if (d == "cuda") return 0;
-  if (d.rfind("cuda:", 0) == 0) {
-    const std::string n = d.substr(5);
-    if (!n.empty() && n.size() < 4 && n.find_first_not_of("0123456789") == std::string::npos)
-      return std::stoi(n);
-  }
-  return Status::InvalidArgument("--device " + d + ": want cpu, cuda or cuda:N");
-}
 
 #ifdef EPSERVE_HAVE_CUDA
 void PrintJson(const GpuDecodeFlags& f, const ModelConfig& c, const std::string& dtype,
@@ -96,7 +87,7 @@ void PrintTable(const GpuDecodeFlags& f, const ModelConfig& c, const std::string
 }  // namespace
 
 Status RunGpuDecode(const GpuDecodeFlags& f) {
-  ASSIGN_OR_RETURN(const int index, DeviceIndex(f.device));
+  ASSIGN_OR_RETURN(const int index, ParseDeviceIndex(f.device));
   ASSIGN_OR_RETURN(ModelConfig preset, PresetConfig(f.preset));
   const int preset_layers = preset.num_hidden_layers;
   ModelConfig config = preset;

@@ -21,9 +21,7 @@ CLI::Option* DeviceFlag::AddTo(CLI::App* cmd) {
       ->capture_default_str();
 }
 
-namespace {
-
-StatusOr<int> ParseDevice(const std::string& d) {
+StatusOr<int> ParseDeviceIndex(const std::string& d) {
   if (d == "cuda") return 0;
   if (d.rfind("cuda:", 0) == 0) {
     const std::string n = d.substr(5);
@@ -32,6 +30,8 @@ StatusOr<int> ParseDevice(const std::string& d) {
   }
   return Status::InvalidArgument("--device " + d + ": want cpu, cuda or cuda:N");
 }
+
+namespace {
 
 #ifdef EPSERVE_HAVE_CUDA
 class CudaParts : public DeviceParts {
@@ -48,7 +48,7 @@ StatusOr<std::unique_ptr<DeviceParts>> AttachDevice(const AttachOptions& o,
                                                     const LoadedModel& loaded, Model* model,
                                                     EngineOptions* eo) {
   if (o.device == "cpu") return std::unique_ptr<DeviceParts>();
-  ASSIGN_OR_RETURN(const int index, ParseDevice(o.device));
+  ASSIGN_OR_RETURN(const int index, ParseDeviceIndex(o.device));
   const std::string flag = "--device " + o.device;
   if (o.mtp) return Status::InvalidArgument(flag + ": --mtp on does not run on the GPU yet");
   if (o.compute_fast)

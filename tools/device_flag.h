@@ -23,6 +23,10 @@ struct DeviceFlag {
   bool cuda() const { return device != "cpu"; }
 };
 
+// The GPU index of a --device value "cuda" (0) or "cuda:N"; anything else is an error naming
+// the value.
+StatusOr<int> ParseDeviceIndex(const std::string& device);
+
 // What a model needs on its device (weights, the forward backend, the cache storage); owns
 // them. Must outlive the Model and the Engine it was attached to.
 class DeviceParts {
