@@ -1,10 +1,10 @@
 #include "cuda/cuda_model.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 
 #include "cuda/ops.h"
-#include "model/experts.h"
 
 namespace epserve::cuda {
 
@@ -12,9 +12,13 @@ namespace epserve::cuda {
 struct CudaModel::Buffers {
   DeviceBuffer tokens, pos, token_block, table_offset, tables, rope;
   DeviceBuffer x, xn, q_a, q, kv_a, q_pe, q_abs, o_lat, o, attn_out, ffn_out, shared_out;
-  DeviceBuffer mlp_gate, mlp_up, router_logits, ids, weights, pair_row, packed_x, packed_gate,
-      packed_up, packed_y, last_rows, last, logits, matmul_scratch;
-  std::vector<int32_t> h_tokens, h_token_block, h_tables, h_ids;
+  DeviceBuffer mlp_gate, mlp_up, router_logits, ids, weights, pair_row, expert_offsets, packed_x,
+      packed_gate, packed_up, packed_y, last_rows, last, logits, matmul_scratch, grouped_scratch;
+  // Per MoE layer: the gate, up and down matrices of its experts as device tables (made once in
+  // Create; empty for dense layers), and the device memory holding them.
+  std::vector<std::array<ExpertWeightTable, 3>> expert_tables;
+  std::vector<DeviceBuffer> expert_table_storage;
+  std::vector<int32_t> h_tokens, h_token_block, h_tables;
   std::vector<int64_t> h_pos, h_table_offset, h_pair_row, h_last_row;
   std::vector<MatMulProblem> problems;
   int64_t T = 0;
@@ -74,6 +78,27 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(const ModelConfig& config
   auto m = std::unique_ptr<CudaModel>(new CudaModel(config, weights, device));
   RETURN_IF_ERROR(FromCuda(cudaStreamCreateWithFlags(&m->stream_, cudaStreamNonBlocking),
                            "creating the model's stream"));
+  // The experts' weights as device tables, so a MoE layer's problem list is made on the device.
+  Buffers& b = *m->b_;
+  b.expert_tables.resize(weights.layers.size());
+  for (size_t l = 0; l < weights.layers.size(); ++l) {
+    const DeviceLayer& lw = weights.layers[l];
+    if (!lw.moe) continue;
+    if (static_cast<int>(lw.experts.size()) != config.n_routed_experts)
+      return Status::InvalidArgument("layer " + std::to_string(l) + " holds " +
+                                     std::to_string(lw.experts.size()) + " experts, not " +
+                                     std::to_string(config.n_routed_experts));
+    std::vector<WeightView> views(lw.experts.size());
+    const std::array<WeightView DeviceMlp::*, 3> matrices = {&DeviceMlp::gate, &DeviceMlp::up,
+                                                             &DeviceMlp::down};
+    for (int i = 0; i < 3; ++i) {
+      for (size_t e = 0; e < lw.experts.size(); ++e) views[e] = lw.experts[e].*matrices[i];
+      b.expert_table_storage.emplace_back();
+      RETURN_IF_ERROR(MakeExpertWeightTable(views.data(), static_cast<int>(views.size()),
+                                            b.expert_table_storage.back(), &b.expert_tables[l][i])
+                          .WithContext("layer " + std::to_string(l) + " experts"));
+    }
+  }
   return m;
 }
 
@@ -337,47 +362,39 @@ Status CudaModel::Moe(int l) {
   RETURN_IF_ERROR(Floats(b.weights, T * K, "expert weights"));
   RETURN_IF_ERROR(GateTopK(c.GateOpts(), b.router_logits.as<float>(), m.score_bias, T,
                            b.ids.as<int32_t>(), b.weights.as<float>(), stream_));
-  // Expert-major rows: the layout is made on the host from the T*K choices (a few KB).
-  b.h_ids.resize(T * K);
-  RETURN_IF_ERROR(CopyToHost(b.h_ids.data(), b.ids.data(), T * K * 4, stream_, "expert ids"));
-  for (int32_t id : b.h_ids)
-    if (id < 0 || id >= E) return Status::Internal("gate chose expert " + std::to_string(id));
-  const ExpertMajorLayout layout = LayoutExpertMajor(b.h_ids.data(), T * K, E);
-  RETURN_IF_ERROR(Stage(b.pair_row, layout.pair_row, stream_, "expert rows"));
+  // Expert-major rows, made on the device from the ids (no host round trip in the layer).
+  // GateTopK writes ids in [0, E) only; ExpertLayout would drop any other (row -1, skipped by
+  // GatherRows and Combine) rather than fail, so there is no range check here.
   const int64_t pairs = T * K, width = c.moe_intermediate_size;
+  RETURN_IF_ERROR(b.expert_offsets.Reserve((int64_t{E} + 1) * 8, "expert offsets"));
+  RETURN_IF_ERROR(b.pair_row.Reserve(std::max<int64_t>(pairs, 1) * 8, "expert rows"));
+  RETURN_IF_ERROR(ExpertLayout(b.ids.as<int32_t>(), pairs, E, b.expert_offsets.as<int64_t>(),
+                               b.pair_row.as<int64_t>(), stream_));
   RETURN_IF_ERROR(Floats(b.packed_x, pairs * H, "expert inputs"));
   RETURN_IF_ERROR(Floats(b.packed_gate, pairs * width, "expert gate"));
   RETURN_IF_ERROR(Floats(b.packed_up, pairs * width, "expert up"));
   RETURN_IF_ERROR(Floats(b.packed_y, pairs * H, "expert outputs"));
   RETURN_IF_ERROR(GatherRows(b.xn.as<float>(), b.pair_row.as<int64_t>(), pairs, K, H,
                              b.packed_x.as<float>(), stream_));
-  // gate and up of every touched expert in one launch, then down.
-  p.clear();
-  for (int e = 0; e < E; ++e) {
-    const int64_t r0 = layout.offsets[e], rows = layout.offsets[e + 1] - r0;
-    if (rows == 0) continue;
-    p.push_back({.x = b.packed_x.as<float>() + r0 * H,
-                 .num_rows = rows,
-                 .w = m.experts[e].gate,
-                 .y = b.packed_gate.as<float>() + r0 * width});
-    p.push_back({.x = b.packed_x.as<float>() + r0 * H,
-                 .num_rows = rows,
-                 .w = m.experts[e].up,
-                 .y = b.packed_up.as<float>() + r0 * width});
-  }
-  RETURN_IF_ERROR(MatMul(p.data(), static_cast<int>(p.size()), {}, b.matmul_scratch, stream_));
+  // gate and up of every expert in one launch (2E problems), then down; the work items are
+  // listed on the device from the offsets.
+  const std::array<ExpertWeightTable, 3>& tables = b.expert_tables[l];
+  RETURN_IF_ERROR(GroupedMatMul({.offsets = b.expert_offsets.as<int64_t>(),
+                                 .max_rows = pairs,
+                                 .x = b.packed_x.as<float>(),
+                                 .num_outputs = 2,
+                                 .weights = {tables[0], tables[1]},
+                                 .y = {b.packed_gate.as<float>(), b.packed_up.as<float>()}},
+                                b.grouped_scratch, stream_));
   RETURN_IF_ERROR(SiluMul(b.packed_gate.as<float>(), b.packed_up.as<float>(), pairs * width,
                           b.packed_gate.as<float>(), stream_));
-  p.clear();
-  for (int e = 0; e < E; ++e) {
-    const int64_t r0 = layout.offsets[e], rows = layout.offsets[e + 1] - r0;
-    if (rows == 0) continue;
-    p.push_back({.x = b.packed_gate.as<float>() + r0 * width,
-                 .num_rows = rows,
-                 .w = m.experts[e].down,
-                 .y = b.packed_y.as<float>() + r0 * H});
-  }
-  RETURN_IF_ERROR(MatMul(p.data(), static_cast<int>(p.size()), {}, b.matmul_scratch, stream_));
+  RETURN_IF_ERROR(GroupedMatMul({.offsets = b.expert_offsets.as<int64_t>(),
+                                 .max_rows = pairs,
+                                 .x = b.packed_gate.as<float>(),
+                                 .num_outputs = 1,
+                                 .weights = {tables[2]},
+                                 .y = {b.packed_y.as<float>()}},
+                                b.grouped_scratch, stream_));
   // out = (sum_k w_k y_k) + shared, in that order, as on the CPU.
   RETURN_IF_ERROR(FromCuda(cudaMemsetAsync(b.ffn_out.data(), 0, T * H * 4, stream_),
                            "clearing the MoE output"));

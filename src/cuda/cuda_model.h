@@ -4,9 +4,10 @@
 // (DeviceKvStorage); block tables stay on the host (the engine's KvBlockPool) and travel with
 // each step. Logits come back to host memory for the sampler.
 // Today: the main model's layers (dense and MoE, q_lora or plain q), one process, routed
-// experts computed in-process (the expert-major layout is made on the host from the gate's
-// choices, one small copy per MoE layer). Not yet on the GPU: MTP, tensor/expert parallelism,
-// --overlap, the per-layer non-finite check (logits are checked once at the end).
+// experts computed in-process (the expert-major layout and the experts' work items are made on
+// the device from the gate's choices: no host round trip inside a MoE layer). Not yet on the
+// GPU: MTP, tensor/expert parallelism, --overlap, the per-layer non-finite check (logits are
+// checked once at the end).
 // Thread safety: one Forward at a time.
 #pragma once
 

@@ -3,11 +3,14 @@
 // whole cost:
 //   MatMul: one launch for a batch of problems that share N, K and dtype. Work items are
 //     (problem, first row, up to 8 rows): listed by the host in `scratch`, or, for a single
-//     problem, derived from the item index (nothing uploaded). Grid x covers the items, grid y
-//     the column groups of 8 * C columns (8 warps per block, C = 1, 2 or 4 adjacent columns per
-//     warp, chosen on the host: the largest that still gives >= 2 blocks per SM). Items are the
-//     fast grid dimension, so the blocks that share a column group (the same weight rows) run
-//     side by side and re-read those rows from L2, not HBM.
+//     problem, derived from the item index (nothing uploaded), or, for GroupedMatMul, listed
+//     with their count by a one-block kernel from the device's expert offsets (the grid then
+//     covers the host's bound on the count; blocks past the count return at once).
+//     Grid x covers the items, grid y the column groups of 8 * C columns (8 warps per block,
+//     C = 1, 2 or 4 adjacent columns per warp, chosen on the host: the largest that still
+//     gives >= 2 blocks per SM). Items are the fast grid dimension, so the blocks that share
+//     a column group (the same weight rows) run side by side and re-read those rows from L2,
+//     not HBM.
 //     The block walks K in chunks: its threads start copying the chunk of the item's x rows
 //     into shared memory (cp.async, 16 bytes a copy, each warp 512 contiguous bytes), each warp
 //     issues its weight loads for the chunk meanwhile (16 bytes per lane and column per sweep of
@@ -41,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/block_scan.cuh"
 #include "cuda/ops.h"
 
 namespace epserve::cuda {
@@ -76,6 +80,15 @@ struct Shape {
   // Without an item list (one problem): that problem, its items the rows 8i .. 8i + 7.
   ProblemDesc single;
   int64_t single_rows;
+  // GroupedMatMul: the item count, written on the device (num_items is then the host's bound,
+  // which is also grid x: at most 2^31 - 1); null: num_items is the count.
+  const int32_t* device_num_items;
+};
+// A table entry of ExpertWeightTable: one expert's weight (its shape is the table's).
+struct ExpertWeightDesc {
+  const void* w;
+  const float* scale;
+  int64_t scale_row_offset;
 };
 
 template <DType D>
@@ -209,6 +222,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<C>)
   float* xs = reinterpret_cast<float*>(smem);
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
+  // Blocks past a device-written count have nothing to do. (The grid then has s.num_items, the
+  // host's bound, blocks in x, so each block takes item blockIdx.x alone: the loop below keeps
+  // its bound in the parameters, not in a register.)
+  if (s.device_num_items != nullptr && blockIdx.x >= *s.device_num_items) return;
   for (int64_t group = blockIdx.y; group < s.num_groups; group += gridDim.y) {
     // This warp's columns n0 .. n0 + C - 1; those past N load row N - 1 and store nothing (the
     // warp still takes part in staging and barriers).
@@ -383,6 +400,91 @@ int ColumnsPerWarp(int64_t n, int64_t num_items, int num_sms, bool vec_w) {
   return 1;
 }
 
+// Launches the MatMul kernel over `s` (s.num_items items, or at most that many when the count
+// is on the device), choosing C and the grid: sets s.num_groups.
+Status LaunchItems(DType dtype, bool vec_w, bool vec_x, int max_rows, const ProblemDesc* problems,
+                   const WorkItem* items, Shape& s, cudaStream_t stream) {
+  int device = 0, num_sms = 0;
+  RETURN_IF_ERROR(FromCuda(cudaGetDevice(&device), "MatMul: current device"));
+  RETURN_IF_ERROR(FromCuda(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device),
+                           "MatMul: SM count"));
+  const int columns = ColumnsPerWarp(s.n, s.num_items, num_sms, vec_w);
+  s.num_groups = (s.n + kWarpsPerBlock * columns - 1) / (kWarpsPerBlock * columns);
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(s.num_items, 0x7FFFFFFF)),
+                  static_cast<unsigned>(std::min<int64_t>(s.num_groups, 65535)));
+  switch (dtype) {
+    case DType::kF32:
+      return LaunchMatMul<DType::kF32>(columns, vec_w, vec_x, grid, max_rows, problems, items, s,
+                                       stream);
+    case DType::kBF16:
+      return LaunchMatMul<DType::kBF16>(columns, vec_w, vec_x, grid, max_rows, problems, items, s,
+                                        stream);
+    default:
+      return LaunchMatMul<DType::kF8E4M3>(columns, vec_w, vec_x, grid, max_rows, problems, items, s,
+                                          stream);
+  }
+}
+
+// GroupedMatMul's bookkeeping, one block: the descriptors of problem o * E + e (expert e's rows
+// through output o's weight), the items (expert e's rows in items of up to 8; the outputs of one
+// item of rows adjacent) and their count.
+constexpr int kBuildThreads = 1024;
+struct GroupedBuild {
+  const int64_t* offsets;
+  int num_experts, num_outputs;
+  const ExpertWeightDesc* w[2];
+  const float* x;
+  int64_t x_stride;
+  float* y[2];
+  int64_t y_stride;
+  int64_t max_rows;   // the caller's bound on offsets[E]
+  int64_t max_items;  // room in `items`
+  ProblemDesc* problems;
+  WorkItem* items;
+  int32_t* num_items;
+};
+// Dynamic shared memory: first[E + 1], the first item of each expert.
+__global__ void __launch_bounds__(kBuildThreads) BuildGroupedItems(GroupedBuild g) {
+  extern __shared__ int32_t first[];
+  __shared__ int32_t warp_sums[32];
+  const int E = g.num_experts;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    const int64_t r0 = g.offsets[e];
+    first[e] = static_cast<int32_t>((g.offsets[e + 1] - r0 + kRowsPerItem - 1) / kRowsPerItem);
+    for (int o = 0; o < g.num_outputs; ++o) {
+      const ExpertWeightDesc w = g.w[o][e];
+      g.problems[o * E + e] = {
+          g.x + r0 * g.x_stride, g.x_stride, g.y[o] + r0 * g.y_stride, g.y_stride, w.w, w.scale,
+          w.scale_row_offset};
+    }
+  }
+  __syncthreads();
+  int32_t total = BlockExclusiveScan(first, E, warp_sums);
+  // Offsets past the caller's bound (a broken layout): run nothing rather than overrun `items`
+  // or the shared memory sized for min(8, max_rows) rows.
+  if (g.offsets[E] > g.max_rows || int64_t{total} * g.num_outputs > g.max_items) total = 0;
+  if (threadIdx.x == 0) {
+    first[E] = total;
+    *g.num_items = total * g.num_outputs;
+  }
+  __syncthreads();
+  for (int32_t i = threadIdx.x; i < total; i += blockDim.x) {
+    int lo = 0, hi = E;  // first[lo] <= i < first[hi]: expert lo owns item i
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (first[mid] <= i)
+        lo = mid;
+      else
+        hi = mid;
+    }
+    const int64_t m0 = int64_t{i - first[lo]} * kRowsPerItem;
+    const auto rows =
+        static_cast<int32_t>(min(int64_t{kRowsPerItem}, g.offsets[lo + 1] - g.offsets[lo] - m0));
+    for (int o = 0; o < g.num_outputs; ++o)
+      g.items[int64_t{i} * g.num_outputs + o] = {o * E + lo, rows, m0};
+  }
+}
+
 struct TShape {
   int64_t k, scale_cols, x_token_stride, x_head_stride, y_token_stride, y_head_stride;
 };
@@ -489,7 +591,8 @@ Status MatMul(const MatMulProblem* host_problems, int num_problems, const MatMul
           .num_groups = 0,
           .accumulate = options.accumulate,
           .single = {},
-          .single_rows = 0};
+          .single_rows = 0,
+          .device_num_items = nullptr};
   const ProblemDesc* d_descs = nullptr;
   const WorkItem* d_items = nullptr;
   if (busy >= 0) {
@@ -511,29 +614,116 @@ Status MatMul(const MatMulProblem* host_problems, int num_problems, const MatMul
     d_items = reinterpret_cast<const WorkItem*>(scratch.as<const uint8_t>() + desc_bytes);
   }
 
-  int device = 0, num_sms = 0;
-  RETURN_IF_ERROR(FromCuda(cudaGetDevice(&device), "MatMul: current device"));
-  RETURN_IF_ERROR(FromCuda(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device),
-                           "MatMul: SM count"));
-  const int columns = ColumnsPerWarp(N, s.num_items, num_sms, vec_w);
-  s.num_groups = (N + kWarpsPerBlock * columns - 1) / (kWarpsPerBlock * columns);
-  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(s.num_items, 0x7FFFFFFF)),
-                  static_cast<unsigned>(std::min<int64_t>(s.num_groups, 65535)));
-  const auto launch = [&]() -> Status {
-    switch (dtype) {
-      case DType::kF32:
-        return LaunchMatMul<DType::kF32>(columns, vec_w, vec_x, grid, max_rows, d_descs, d_items, s,
-                                         stream);
-      case DType::kBF16:
-        return LaunchMatMul<DType::kBF16>(columns, vec_w, vec_x, grid, max_rows, d_descs, d_items,
-                                          s, stream);
-      default:
-        return LaunchMatMul<DType::kF8E4M3>(columns, vec_w, vec_x, grid, max_rows, d_descs, d_items,
-                                            s, stream);
-    }
-  };
-  RETURN_IF_ERROR(launch());
+  RETURN_IF_ERROR(LaunchItems(dtype, vec_w, vec_x, max_rows, d_descs, d_items, s, stream));
   return LastLaunch("MatMul");
+}
+
+Status MakeExpertWeightTable(const WeightView* views, int num_experts, DeviceBuffer& storage,
+                             ExpertWeightTable* table) {
+  if (num_experts < 1 || views == nullptr || table == nullptr)
+    return Status::InvalidArgument("MakeExpertWeightTable: no experts");
+  const WeightView& v0 = views[0];
+  if (v0.dtype == DType::kI8Packed) return Unsupported("GroupedMatMul", v0.dtype);
+  std::vector<ExpertWeightDesc> descs(num_experts);
+  bool aligned = true;
+  for (int e = 0; e < num_experts; ++e) {
+    const WeightView& v = views[e];
+    if (v.dtype != v0.dtype || v.rows != v0.rows || v.cols != v0.cols)
+      return Status::InvalidArgument("expert " + std::to_string(e) + "'s weight " +
+                                     DTypeName(v.dtype) + " [" + std::to_string(v.rows) + ", " +
+                                     std::to_string(v.cols) + "] differs from expert 0's " +
+                                     DTypeName(v0.dtype) + " [" + std::to_string(v0.rows) + ", " +
+                                     std::to_string(v0.cols) + "]");
+    if (v.rows > 0 && v.cols > 0 &&
+        (v.data == nullptr || (v.dtype == DType::kF8E4M3 && v.scale == nullptr)))
+      return Status::InvalidArgument("expert " + std::to_string(e) + ": null weight pointer");
+    descs[e] = {v.data, v.scale, v.scale_row_offset};
+    aligned = aligned && Aligned16(v.data);
+  }
+  RETURN_IF_ERROR(storage.Upload(descs.data(),
+                                 static_cast<int64_t>(descs.size() * sizeof(ExpertWeightDesc)),
+                                 "an expert weight table"));
+  *table = {.entries = storage.data(),
+            .num_experts = num_experts,
+            .dtype = v0.dtype,
+            .n = v0.rows,
+            .k = v0.cols,
+            .aligned16 = aligned};
+  return Status::Ok();
+}
+
+Status GroupedMatMul(const GroupedMatMulArgs& a, DeviceBuffer& scratch, cudaStream_t stream) {
+  if (a.num_outputs < 1 || a.num_outputs > 2)
+    return Status::InvalidArgument("GroupedMatMul: 1 or 2 outputs, not " +
+                                   std::to_string(a.num_outputs));
+  const ExpertWeightTable& t0 = a.weights[0];
+  const int E = t0.num_experts;
+  const int64_t N = t0.n, K = t0.k;
+  const DType dtype = t0.dtype;
+  if (E < 1 || E > kMaxLayoutExperts)
+    return Status::InvalidArgument("GroupedMatMul: " + std::to_string(E) + " experts (1 .. " +
+                                   std::to_string(kMaxLayoutExperts) + ")");
+  if (dtype == DType::kI8Packed) return Unsupported("GroupedMatMul", dtype);
+  if (K > (int64_t{1} << 26))  // the kernel's 32-bit offsets
+    return Status::InvalidArgument("GroupedMatMul: K = " + std::to_string(K) + " is over 2^26");
+  bool vec_w = K * static_cast<int64_t>(DTypeSize(dtype)) % 16 == 0;
+  for (int o = 0; o < a.num_outputs; ++o) {
+    const ExpertWeightTable& t = a.weights[o];
+    if (t.num_experts != E || t.dtype != dtype || t.n != N || t.k != K)
+      return Status::InvalidArgument(
+          "GroupedMatMul: output " + std::to_string(o) +
+          "'s weights differ from output 0's in experts, dtype or shape");
+    if (t.entries == nullptr || a.y[o] == nullptr)
+      return Status::InvalidArgument("GroupedMatMul: null weight table or output");
+    vec_w = vec_w && t.aligned16;
+  }
+  const int64_t xs = a.x_stride ? a.x_stride : K, ys = a.y_stride ? a.y_stride : N;
+  if (a.max_rows < 0 || xs < K || ys < N)
+    return Status::InvalidArgument("GroupedMatMul: bad row bound or stride");
+  if (a.max_rows == 0 || N == 0) return Status::Ok();
+  if (a.offsets == nullptr || a.x == nullptr)
+    return Status::InvalidArgument("GroupedMatMul: null pointer");
+  const bool vec_x = K % 4 == 0 && Aligned16(a.x) && xs % 4 == 0;
+  // Each item has 1 .. 8 rows of one expert: at most max_rows, and at most ceil(rows / 8) + 1
+  // per expert, so ceil(max_rows / 8) + E, per output.
+  const int64_t max_items =
+      a.num_outputs *
+      std::min<int64_t>(a.max_rows, (a.max_rows + kRowsPerItem - 1) / kRowsPerItem + E);
+  if (max_items > 0x7FFFFFFF) return Status::InvalidArgument("GroupedMatMul: too many rows");
+  // scratch: descriptors [outputs * E], items [max_items], the count.
+  const size_t desc_bytes = (size_t{2} * E * sizeof(ProblemDesc) + 15) / 16 * 16;
+  const size_t item_bytes = (static_cast<size_t>(max_items) * sizeof(WorkItem) + 15) / 16 * 16;
+  RETURN_IF_ERROR(scratch.Reserve(static_cast<int64_t>(desc_bytes + item_bytes + 16),
+                                  "GroupedMatMul descriptors"));
+  auto* base = scratch.as<uint8_t>();
+  GroupedBuild g{.offsets = a.offsets,
+                 .num_experts = E,
+                 .num_outputs = a.num_outputs,
+                 .w = {static_cast<const ExpertWeightDesc*>(a.weights[0].entries),
+                       static_cast<const ExpertWeightDesc*>(a.weights[a.num_outputs - 1].entries)},
+                 .x = a.x,
+                 .x_stride = xs,
+                 .y = {a.y[0], a.y[a.num_outputs - 1]},
+                 .y_stride = ys,
+                 .max_rows = a.max_rows,
+                 .max_items = max_items,
+                 .problems = reinterpret_cast<ProblemDesc*>(base),
+                 .items = reinterpret_cast<WorkItem*>(base + desc_bytes),
+                 .num_items = reinterpret_cast<int32_t*>(base + desc_bytes + item_bytes)};
+  BuildGroupedItems<<<1, kBuildThreads, (E + 1) * sizeof(int32_t), stream>>>(g);
+  RETURN_IF_ERROR(LastLaunch("GroupedMatMul (work items)"));
+  Shape s{.n = N,
+          .k = K,
+          .scale_cols = (K + kFp8BlockSize - 1) / kFp8BlockSize,
+          .num_items = max_items,
+          .num_groups = 0,
+          .accumulate = a.options.accumulate,
+          .single = {},
+          .single_rows = 0,
+          .device_num_items = g.num_items};
+  const int rows = static_cast<int>(std::min<int64_t>(kRowsPerItem, a.max_rows));
+  RETURN_IF_ERROR(LaunchItems(dtype, vec_w, vec_x, rows, g.problems, g.items, s, stream));
+  return LastLaunch("GroupedMatMul");
 }
 
 Status MatMulT(const MatMulTArgs& args, cudaStream_t stream) {

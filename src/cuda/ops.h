@@ -42,6 +42,42 @@ struct MatMulOptions {
 Status MatMul(const MatMulProblem* host_problems, int num_problems, const MatMulOptions& options,
               DeviceBuffer& scratch, cudaStream_t stream);
 
+// One matrix (gate, up or down) of every expert of a MoE layer, as a table in device memory
+// for GroupedMatMul: entry e is expert e's [n, k] weight. Made once (MakeExpertWeightTable);
+// the host keeps the shape, dtype and alignment, the device the pointers.
+struct ExpertWeightTable {
+  const void* entries = nullptr;  // device array of num_experts descriptors (matmul.cu's)
+  int num_experts = 0;
+  DType dtype = DType::kF32;
+  int64_t n = 0, k = 0;
+  bool aligned16 = true;  // every expert's data starts 16-byte aligned
+};
+// Uploads the descriptors of `num_experts` device views (all the same dtype and shape) into
+// `storage` (allocated; blocks until copied) and describes them in *table.
+Status MakeExpertWeightTable(const WeightView* views, int num_experts, DeviceBuffer& storage,
+                             ExpertWeightTable* table);
+// The experts of a MoE layer over expert-major rows, with the problem list made on the device:
+// for each expert e and each output o < num_outputs, rows [offsets[e], offsets[e + 1]) of x
+// times weights[o]'s entry e into the same rows of y[o] (so gate and up go in one launch).
+// A one-block kernel writes the problem descriptors, the work items (expert e's rows in items
+// of up to 8) and their count into `scratch` (grown as needed, host bound on the size); the
+// MatMul kernel then runs over a grid sized by the bound and its blocks past the device count
+// return at once. Nothing is copied between host and device; each row's result is bit-identical
+// to a MatMul over the same row (same kernel, same summation order).
+// REQUIRES: offsets[num_experts] <= max_rows; weights[o] share num_experts, dtype, n and k.
+struct GroupedMatMulArgs {
+  const int64_t* offsets = nullptr;  // [num_experts + 1], device (ExpertLayout's)
+  int64_t max_rows = 0;              // host bound on offsets[num_experts] (T * top_k)
+  const float* x = nullptr;          // [rows, k]
+  int64_t x_stride = 0;              // 0 means k
+  int num_outputs = 1;               // 1 or 2
+  ExpertWeightTable weights[2];
+  float* y[2] = {nullptr, nullptr};  // [rows, n] each
+  int64_t y_stride = 0;              // 0 means n
+  MatMulOptions options;
+};
+Status GroupedMatMul(const GroupedMatMulArgs& args, DeviceBuffer& scratch, cudaStream_t stream);
+
 // The absorbed query product of MLA (twin: kernels::MatMulTReference): for each head h,
 //   y[t, h, :] = x[t, h, :] * W_h,   W_h = w.RowSlice(h * w_head_row_stride, N) of shape [N, K]
 // with x [T, heads, N] at stride x_head_stride between heads and x_token_stride between tokens,
@@ -58,6 +94,18 @@ struct MatMulTArgs {
   int64_t y_token_stride = 0, y_head_stride = 0;
 };
 Status MatMulT(const MatMulTArgs& args, cudaStream_t stream);
+
+// ---- moe_layout.cu ---------------------------------------------------------------------------
+// The expert-major layout of num_pairs (token, slot) pairs on the device (twin:
+// LayoutExpertMajor, equal as sets): offsets [num_experts + 1] (exclusive scan of the counts per
+// expert; offsets[e + 1] - offsets[e] is expert e's count) and pair_row [num_pairs], each pair's
+// packed row: expert e's pairs fill rows [offsets[e], offsets[e + 1]) in an unspecified order
+// (LayoutExpertMajor keeps pair order). Pairs whose id is outside [0, num_experts) get row -1
+// and are not counted (GatherRows and Combine skip them). One launch, no host copy.
+// REQUIRES: num_experts <= kMaxLayoutExperts, num_pairs < 2^31.
+inline constexpr int kMaxLayoutExperts = 8192;
+Status ExpertLayout(const int32_t* expert_ids, int64_t num_pairs, int num_experts, int64_t* offsets,
+                    int64_t* pair_row, cudaStream_t stream);
 
 // ---- mla_attention.cu ------------------------------------------------------------------------
 // MLA absorbed attention over the paged latent cache (twin: kernels::MlaAttentionReference):
