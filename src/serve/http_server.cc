@@ -152,12 +152,18 @@ void HttpServer::Routes() {
       });
 
   server_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    // 200 while some DP group can take requests.
-    const bool ok = !ctx_.draining && ctx_.router->num_up() > 0;
-    res.set_content(ok              ? ""
-                    : ctx_.draining ? "the server is shutting down\n"
-                                    : "no engine group is up\n",
-                    "text/plain");
+    // 200 while some DP group can take requests ("degraded" when not all can); 503 otherwise.
+    const int up = ctx_.router->num_up(), all = ctx_.router->num_groups();
+    const bool ok = !ctx_.draining && up > 0;
+    std::string body;
+    if (ctx_.draining)
+      body = "the server is shutting down\n";
+    else if (up == 0)
+      body = "no engine group is up\n";
+    else if (up < all)
+      body = "degraded: " + std::to_string(all - up) + " of " + std::to_string(all) +
+             " engine groups down\n";
+    res.set_content(body, "text/plain");
     res.status = ok ? 200 : 503;
   });
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {

@@ -63,6 +63,9 @@ lengths=$(grep -l '"finish_reason":"length"' "$WORK"/stream-*.txt | wc -l)
 [[ $errors == 1 && $lengths == 3 ]] || fail "want one stream ended by the error, three complete: $errors errors, $lengths complete"
 grep -q '"error"' "$WORK/stream-1.txt" || fail "the error ended another stream than the dead group's running one"
 [[ $(metric 'epserve:router_retries_total') -ge 1 ]] || fail "the waiting request was not counted as retried"
+# /health: still 200 (the live group serves), saying it is degraded.
+[[ $(curl -s --max-time 5 -o "$WORK/health.txt" -w '%{http_code}' "$BASE/health") == 200 ]] || fail "/health with one group down"
+grep -q "degraded: 1 of 2 engine groups down" "$WORK/health.txt" || fail "/health does not say degraded: $(cat "$WORK/health.txt")"
 # New requests all go to the live group.
 for i in 1 2 3 4; do
   [[ $(complete "$WORK/b$i.json") == 200 ]] || { cat "$WORK/b$i.json"; fail "request $i after one group died"; }
