@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <ctime>
+#include <regex>
 
 namespace epserve::serve {
 
@@ -16,6 +17,17 @@ std::string RandomId(const char* prefix, uint64_t salt) {
   char buf[40];
   std::snprintf(buf, sizeof(buf), "%s%016llx", prefix, static_cast<unsigned long long>(v));
   return buf;
+}
+
+// What a client may read of an error from the engines: their addresses ("group 0
+// (10.0.0.2:9000) failed: ...", gRPC's "ipv4:10.0.0.2:9000: ...") are the deployment's business.
+// The whole message goes to the log first.
+std::string ForClient(const std::string& message) {
+  static const std::regex kAddress(
+      R"(\s*\((?:ipv[46]:)?[\w.\-\[\]:]+:\d+\)|(?:ipv[46]:)?\b\d{1,3}(?:\.\d{1,3}){3}:\d+:?\s*|\[[0-9a-fA-F:]+\]:\d+:?\s*)");
+  const std::string redacted = std::regex_replace(message, kAddress, "");
+  if (redacted != message) std::fprintf(stderr, "epserve: request failed: %s\n", message.c_str());
+  return redacted;
 }
 
 ApiError ServerError(const std::string& message, int status = 500) {
@@ -86,7 +98,7 @@ std::variant<std::unique_ptr<CompletionSession>, ApiError> CompletionSession::St
   StatusOr<RoutedRequest> routed = ctx.router->Submit(req, s->stream_);
   if (!routed.ok()) {
     if (routed.status().code() == StatusCode::kUnavailable)
-      return ServerError(routed.status().message(), 503);
+      return ServerError(ForClient(routed.status().message()), 503);
     return ApiError{.message = routed.status().message(), .param = "prompt"};
   }
   s->request_ = std::move(req);
@@ -232,7 +244,8 @@ std::variant<Json, ApiError> CompletionSession::Collect() {
       if (!Consume(events_.back(), &all)) break;
     }
   }
-  if (finish_ == FinishReason::kError) return ServerError("generation failed: " + error_);
+  if (finish_ == FinishReason::kError)
+    return ServerError("generation failed: " + ForClient(error_));
   if (finish_ == FinishReason::kCancelled) return ServerError("the request was cancelled", 503);
   Json choice = {
       {"index", 0}, {"logprobs", Logprobs(all.tokens, 0)}, {"finish_reason", FinishName()}};
@@ -312,7 +325,7 @@ bool CompletionSession::NextSse(std::string* out, std::chrono::milliseconds wait
   }
   if (!finished_) return false;
   if (finish_ == FinishReason::kError || finish_ == FinishReason::kCancelled) {
-    emit(ServerError(finish_ == FinishReason::kError ? "generation failed: " + error_
+    emit(ServerError(finish_ == FinishReason::kError ? "generation failed: " + ForClient(error_)
                                                      : "the request was cancelled")
              .Body());
   } else if (params_.include_usage) {

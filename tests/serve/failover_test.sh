@@ -62,6 +62,10 @@ errors=$(grep -l '"error"' "$WORK"/stream-*.txt | wc -l)
 lengths=$(grep -l '"finish_reason":"length"' "$WORK"/stream-*.txt | wc -l)
 [[ $errors == 1 && $lengths == 3 ]] || fail "want one stream ended by the error, three complete: $errors errors, $lengths complete"
 grep -q '"error"' "$WORK/stream-1.txt" || fail "the error ended another stream than the dead group's running one"
+# Clients read what failed, not where the engines live (their addresses go to the log).
+if grep -h '"error"' "$WORK"/stream-*.txt | grep -q '127\.0\.0\.1'; then
+  fail "an error event shows an engine address: $(grep -h '"error"' "$WORK"/stream-*.txt)"
+fi
 [[ $(metric 'epserve:router_retries_total') -ge 1 ]] || fail "the waiting request was not counted as retried"
 # /health: still 200 (the live group serves), saying it is degraded.
 [[ $(curl -s --max-time 5 -o "$WORK/health.txt" -w '%{http_code}' "$BASE/health") == 200 ]] || fail "/health with one group down"
@@ -81,6 +85,7 @@ for _ in $(seq 1 50); do
 done
 [[ $code == 503 ]] || fail "no 503 within 5 s of every group dying (last: $code)"
 grep -q '"server_error"' "$WORK/c.json" || fail "503 without an OpenAI-style body"
+if grep -q '127\.0\.0\.1' "$WORK/c.json"; then fail "the 503 shows an engine address: $(cat "$WORK/c.json")"; fi
 [[ $(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "$BASE/health") == 503 ]] || fail "/health is not 503"
 stop_server
 echo "serve.failover: dead group marked down in ${down_ms} ms; requests went to the live group; 503 once none was up"
