@@ -140,13 +140,17 @@ Status Model::Forward(const ForwardBatch& batch, LatentKvCache& cache, float* lo
   return Status::Ok();
 }
 
-Status Model::Prepare(const ForwardBatch& batch, const KvBlocks& kv, const WeightView& embed) {
-  const ModelConfig& c = config_;
-  Workspace& w = *ws_;
-  const int H = c.hidden_size;
-  int64_t T = 0, max_pos = 0;
-  for (size_t i = 0; i < batch.chunks.size(); ++i) {
-    const SequenceChunk& ch = batch.chunks[i];
+Status CheckKvFits(const ModelConfig& c, const KvBlocks& kv) {
+  if ((kv.num_layers != c.num_hidden_layers &&
+       kv.num_layers != c.num_hidden_layers + c.num_nextn_predict_layers) ||
+      kv.row_width != c.kv_a_dim())
+    return Status::InvalidArgument("KV cache of " + std::to_string(kv.num_layers) + " layers x " +
+                                   std::to_string(kv.row_width) + " does not fit the model");
+  return Status::Ok();
+}
+
+Status CheckBatch(const ModelConfig& c, const ForwardBatch& batch, const KvBlocks& kv) {
+  for (const SequenceChunk& ch : batch.chunks) {
     const int64_t end = ch.start + static_cast<int64_t>(ch.tokens.size());
     if (ch.tokens.empty())
       return Status::InvalidArgument("empty chunk for sequence " + std::to_string(ch.sequence_id));
@@ -168,8 +172,19 @@ Status Model::Prepare(const ForwardBatch& batch, const KvBlocks& kv, const Weigh
       if (tok < 0 || tok >= c.vocab_size)
         return Status::InvalidArgument("token id " + std::to_string(tok) + " out of range [0, " +
                                        std::to_string(c.vocab_size) + ")");
+  }
+  return Status::Ok();
+}
+
+Status Model::Prepare(const ForwardBatch& batch, const KvBlocks& kv, const WeightView& embed) {
+  const ModelConfig& c = config_;
+  Workspace& w = *ws_;
+  const int H = c.hidden_size;
+  RETURN_IF_ERROR(CheckBatch(c, batch, kv));
+  int64_t T = 0, max_pos = 0;
+  for (const SequenceChunk& ch : batch.chunks) {
     T += static_cast<int64_t>(ch.tokens.size());
-    max_pos = std::max(max_pos, end);
+    max_pos = std::max(max_pos, ch.start + static_cast<int64_t>(ch.tokens.size()));
   }
   w.T = T;
   w.token_pos.resize(T);
@@ -232,11 +247,7 @@ void Model::Head(const ForwardBatch& batch, const std::vector<float>& norm, cons
 
 Status Model::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logits) {
   const ModelConfig& c = config_;
-  if ((kv.num_layers != c.num_hidden_layers &&
-       kv.num_layers != c.num_hidden_layers + c.num_nextn_predict_layers) ||
-      kv.row_width != c.kv_a_dim())
-    return Status::InvalidArgument("KV cache of " + std::to_string(kv.num_layers) + " layers x " +
-                                   std::to_string(kv.row_width) + " does not fit the model");
+  RETURN_IF_ERROR(CheckKvFits(c, kv));
   if (backend_ != nullptr) {
     non_finite_.clear();
     last_split_ = false;

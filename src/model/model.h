@@ -81,6 +81,14 @@ struct NonFiniteActivation {
   std::string Message() const;
 };
 
+// The checks of a forward pass's inputs, whichever backend runs it (Model and
+// cuda::CudaModel call the same ones). CheckKvFits: the cache has the model's layers (with or
+// without its MTP layers) and row width. CheckBatch: no empty chunk, a valid number of logits
+// rows, block tables long enough for each chunk and inside the pool, token ids in the vocabulary.
+// Errors are InvalidArgument naming the sequence, block or token.
+Status CheckKvFits(const ModelConfig& config, const KvBlocks& kv);
+Status CheckBatch(const ModelConfig& config, const ForwardBatch& batch, const KvBlocks& kv);
+
 // Where Model::Forward runs when it does not run on this CPU: a device implementation of the
 // same forward pass over the same ForwardBatch and KvBlocks (whose storage is then the device's;
 // docs/architecture.md, "The device seam"). The CUDA backend (cuda::CudaModel) is one.
