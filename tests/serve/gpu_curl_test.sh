@@ -11,12 +11,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/lib.sh"
 rm -rf "$WORK" && mkdir -p "$WORK"
 "$EPSERVE" make-model --preset tiny --seed 2 --out "$WORK/model" >/dev/null
-if [[ " $* " == *" --device cuda"* ]]; then
-  if ! probe=$("$EPSERVE" generate --model "$WORK/model" --prompt-ids 1 --max-tokens 1 "$@" 2>&1); then
-    echo "SKIPPED: $(grep -m1 error <<<"$probe")"
-    exit 77
-  fi
-fi
+skip_without_gpu "$WORK/model" "$@"
 start_server "$WORK/server.log" --model "$WORK/model" --served-model-name tiny "$@"
 grep -E '^device' "$WORK/server.log" || true
 PY=/usr/bin/python3

@@ -40,6 +40,18 @@ stop_engines() {
   ENGINE_PIDS=()
 }
 
+# skip_without_gpu MODEL ARGS...: when ARGS ask for --device cuda and this machine or build
+# cannot use a GPU, prints the reason and exits 77 (CTest: skipped).
+skip_without_gpu() {
+  local model=$1 probe
+  shift
+  [[ " $* " == *" --device cuda"* ]] || return 0
+  if ! probe=$("$EPSERVE" generate --model "$model" --prompt-ids 1 --max-tokens 1 "$@" 2>&1); then
+    echo "SKIPPED: $(grep -m1 error <<<"$probe")"
+    exit 77
+  fi
+}
+
 # start_server LOG ARGS...: sets SERVER_PID, PORT and BASE.
 start_server() {
   local log=$1

@@ -9,12 +9,7 @@ source "$HERE/lib.sh"
 [[ -d $HERE/node_modules/openai ]] || { echo "tests/serve/node_modules missing: run scripts/setup.sh"; exit 1; }
 rm -rf "$WORK" && mkdir -p "$WORK"
 "$EPSERVE" make-model --preset tiny --seed 2 --out "$WORK/model" >/dev/null
-if [[ " $* " == *" --device cuda"* ]]; then  # skipped (77) with the reason without a usable GPU
-  if ! probe=$("$EPSERVE" generate --model "$WORK/model" --prompt-ids 1 --max-tokens 1 "$@" 2>&1); then
-    echo "SKIPPED: $(grep -m1 error <<<"$probe")"
-    exit 77
-  fi
-fi
+skip_without_gpu "$WORK/model" "$@"
 start_server "$WORK/server.log" --model "$WORK/model" "$@" --served-model-name tiny --api-key k3y
 timeout 30 node "$HERE/openai_client_test.mjs" "$BASE" tiny k3y
 stop_server
