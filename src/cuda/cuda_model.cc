@@ -110,19 +110,36 @@ Status CudaModel::Prepare(const ForwardBatch& batch, const KvBlocks& kv) {
   b.h_token_block.clear();
   b.h_table_offset.clear();
   b.h_tables.clear();
-  RETURN_IF_ERROR(CheckBatch(c, batch, kv));
   int64_t max_pos = 0;
   for (const SequenceChunk& ch : batch.chunks) {
+    const int64_t end = ch.start + static_cast<int64_t>(ch.tokens.size());
+    if (ch.tokens.empty())
+      return Status::InvalidArgument("empty chunk for sequence " + std::to_string(ch.sequence_id));
+    if (ch.want_logits && (ch.num_logits < 1 || ch.num_logits > static_cast<int>(ch.tokens.size())))
+      return Status::InvalidArgument("sequence " + std::to_string(ch.sequence_id) +
+                                     ": bad number of logits rows");
+    if (ch.start < 0 || end > static_cast<int64_t>(ch.blocks.size()) * kv.block_size)
+      return Status::InvalidArgument("sequence " + std::to_string(ch.sequence_id) + " needs " +
+                                     std::to_string(end) + " positions; its block table holds " +
+                                     std::to_string(ch.blocks.size() * kv.block_size));
+    for (int32_t blk : ch.blocks)
+      if (blk < 0 || blk >= kv.num_blocks)
+        return Status::InvalidArgument("sequence " + std::to_string(ch.sequence_id) + ": block " +
+                                       std::to_string(blk) + " outside the pool of " +
+                                       std::to_string(kv.num_blocks));
     const int64_t table_at = static_cast<int64_t>(b.h_tables.size());
     b.h_tables.insert(b.h_tables.end(), ch.blocks.begin(), ch.blocks.end());
     for (size_t i = 0; i < ch.tokens.size(); ++i) {
+      if (ch.tokens[i] < 0 || ch.tokens[i] >= c.vocab_size)
+        return Status::InvalidArgument("token id " + std::to_string(ch.tokens[i]) +
+                                       " out of range [0, " + std::to_string(c.vocab_size) + ")");
       const int64_t p = ch.start + static_cast<int64_t>(i);
       b.h_tokens.push_back(ch.tokens[i]);
       b.h_pos.push_back(p);
       b.h_token_block.push_back(ch.blocks[p / kv.block_size]);
       b.h_table_offset.push_back(table_at);
     }
-    max_pos = std::max(max_pos, ch.start + static_cast<int64_t>(ch.tokens.size()));
+    max_pos = std::max(max_pos, end);
   }
   b.T = static_cast<int64_t>(b.h_tokens.size());
   RETURN_IF_ERROR(Stage(b.tokens, b.h_tokens, stream_, "token ids"));
@@ -153,7 +170,11 @@ Status CudaModel::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* 
 
 Status CudaModel::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logits) {
   const ModelConfig& c = config_;
-  RETURN_IF_ERROR(CheckKvFits(c, kv));
+  if ((kv.num_layers != c.num_hidden_layers &&
+       kv.num_layers != c.num_hidden_layers + c.num_nextn_predict_layers) ||
+      kv.row_width != c.kv_a_dim())
+    return Status::InvalidArgument("KV cache of " + std::to_string(kv.num_layers) + " layers x " +
+                                   std::to_string(kv.row_width) + " does not fit the model");
   RETURN_IF_ERROR(Prepare(batch, kv));
   Buffers& b = *b_;
   const int64_t T = b.T, H = c.hidden_size;

@@ -3,7 +3,6 @@
 // layer. Each is a grid-stride or row-per-block kernel; CPU twins are named in ops.h.
 #include <cuda_bf16.h>
 
-#include "cuda/dtype.cuh"
 #include "cuda/ops.h"
 
 namespace epserve::cuda {
@@ -15,6 +14,30 @@ constexpr int kThreads = 256;
 int Blocks(int64_t n, int per_block = kThreads) {
   const int64_t b = (n + per_block - 1) / per_block;
   return static_cast<int>(b < 65535 * 16 ? (b < 1 ? 1 : b) : 65535 * 16);
+}
+
+// e4m3fn: sign, 4 exponent bits (bias 7), 3 mantissa bits; no infinities, S.1111.111 is NaN.
+__device__ __forceinline__ float Fp8ToF32(uint8_t v) {
+  const int sign = v >> 7, exp = (v >> 3) & 0xF, man = v & 7;
+  float f;
+  if (exp == 0xF && man == 7)
+    f = __int_as_float(0x7FC00000);
+  else if (exp == 0)
+    f = ldexpf(static_cast<float>(man), -9);  // subnormal: man/8 * 2^-6
+  else
+    f = ldexpf(1.0f + man / 8.0f, exp - 7);
+  return sign ? -f : f;
+}
+
+__device__ __forceinline__ float Bf16BitsToF32(uint16_t v) {
+  return __uint_as_float(static_cast<uint32_t>(v) << 16);
+}
+
+// Round to nearest even, NaN kept a NaN (as tensor/dtype.h's F32ToBf16).
+__device__ __forceinline__ uint16_t F32ToBf16Bits(float f) {
+  const uint32_t u = __float_as_uint(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
 __device__ float BlockSum(float v, float* shared) {

@@ -45,7 +45,6 @@
 #include <vector>
 
 #include "cuda/block_scan.cuh"
-#include "cuda/dtype.cuh"
 #include "cuda/ops.h"
 
 namespace epserve::cuda {
@@ -107,6 +106,11 @@ constexpr int kChunk = kVecW ? kSweeps<D, C> * 32 * kVecElems<D> : kScalarChunk;
 // Minimum resident blocks per SM for __launch_bounds__ (registers: 128 at 2, 80 at 3).
 template <int C>
 constexpr int kMinBlocks = C == 4 ? 2 : 3;
+
+// e4m3fn -> f32, exact (every e4m3 value is a half; 0x7F/0xFF become NaN).
+__device__ __forceinline__ float Fp8ToF32(uint8_t v) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(v, __NV_E4M3)));
+}
 
 // W[row][k] dequantized; `srow` is the row's scales (FP8 only).
 template <DType D>

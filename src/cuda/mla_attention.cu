@@ -13,7 +13,6 @@
 #include <cmath>
 #include <string>
 
-#include "cuda/dtype.cuh"
 #include "cuda/ops.h"
 
 namespace epserve::cuda {
@@ -25,7 +24,9 @@ constexpr int kMaxLatent = 512;  // L: accumulator slices live in registers (16 
 constexpr int kMaxRope = 64;     // R: two values per lane
 
 __device__ __forceinline__ float LoadElement(const float* p) { return __ldg(p); }
-__device__ __forceinline__ float LoadElement(const uint16_t* p) { return Bf16BitsToF32(__ldg(p)); }
+__device__ __forceinline__ float LoadElement(const uint16_t* p) {
+  return __uint_as_float(static_cast<uint32_t>(__ldg(p)) << 16);
+}
 
 __device__ __forceinline__ float WarpSum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);

@@ -7,7 +7,6 @@
 #include <string>
 
 #include "cuda/device.h"
-#include "cuda/dtype.cuh"
 #include "cuda/synthetic.h"
 
 namespace epserve::cuda {
@@ -29,6 +28,12 @@ __device__ __forceinline__ float Uniform(uint64_t key, int64_t i) {
   return static_cast<float>(r >> 40) * (2.0f / 16777216.0f) - 1.0f;
 }
 
+// Round to nearest even (as tensor/dtype.h's F32ToBf16; the values here are finite).
+__device__ __forceinline__ uint16_t ToBf16(float f) {
+  const uint32_t u = __float_as_uint(f);
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
 template <FillFormat F>
 __global__ void FillKernel(void* out, int64_t n, uint64_t key, float mean, float half_width) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -38,7 +43,7 @@ __global__ void FillKernel(void* out, int64_t n, uint64_t key, float mean, float
     if constexpr (F == FillFormat::kF32) {
       static_cast<float*>(out)[i] = mean + u * half_width;
     } else if constexpr (F == FillFormat::kBF16) {
-      static_cast<uint16_t*>(out)[i] = F32ToBf16Bits(mean + u * half_width);
+      static_cast<uint16_t*>(out)[i] = ToBf16(mean + u * half_width);
     } else {
       static_cast<uint8_t*>(out)[i] =
           static_cast<uint8_t>(__nv_cvt_float_to_fp8(u * 448.0f, __NV_SATFINITE, __NV_E4M3));

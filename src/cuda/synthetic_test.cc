@@ -28,18 +28,34 @@ ModelConfig Preset(const std::string& name, int layers = 0) {
 }
 
 std::vector<uint8_t> Bytes(const void* device, int64_t bytes) {
-  return testing::ToHost<uint8_t>(device, static_cast<size_t>(bytes));
+  std::vector<uint8_t> v(bytes);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(v.data(), device, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  return v;
 }
 
-// The dequantized values of a device weight: its bytes and scales copied back, read by the twin.
+// The dequantized values of a device weight.
 std::vector<float> Values(const WeightView& w) {
-  const std::vector<uint8_t> data = Bytes(w.data, w.DataBytes());
+  const std::vector<uint8_t> raw = Bytes(w.data, w.DataBytes());
   std::vector<float> scale;
-  if (w.scale) scale = testing::ToHost<float>(w.scale, w.ScaleBytes() / sizeof(float));
-  WeightView host = w;
-  host.data = data.data();
-  host.scale = w.scale ? scale.data() : nullptr;
-  return testing::Dequantized(host);
+  if (w.scale) {
+    const std::vector<uint8_t> s = Bytes(w.scale, w.ScaleBytes());
+    scale.resize(s.size() / 4);
+    std::memcpy(scale.data(), s.data(), s.size());
+  }
+  std::vector<float> v(w.rows * w.cols);
+  for (int64_t r = 0; r < w.rows; ++r)
+    for (int64_t c = 0; c < w.cols; ++c) {
+      const int64_t i = r * w.cols + c;
+      if (w.dtype == DType::kBF16) {
+        uint16_t b;
+        std::memcpy(&b, &raw[2 * i], 2);
+        v[i] = Bf16ToF32(b);
+      } else {
+        v[i] = Fp8E4M3ToF32(raw[i]) * scale[(r / 128) * w.ScaleCols() + c / 128];
+      }
+    }
+  return v;
 }
 
 struct Moments {
@@ -69,7 +85,10 @@ void ExpectUniform(const std::vector<float>& v, double mean, double std, const c
 }
 
 std::vector<float> Floats(const float* device, int64_t n) {
-  return testing::ToHost<float>(device, static_cast<size_t>(n));
+  const std::vector<uint8_t> b = Bytes(device, n * 4);
+  std::vector<float> v(n);
+  std::memcpy(v.data(), b.data(), b.size());
+  return v;
 }
 
 TEST(SyntheticWeightsTest, DeterministicWithTheMagnitudesOfMakeModel) {

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "cuda/device.h"
-#include "kernels/matmul.h"
 #include "tensor/dtype.h"
 #include "tensor/weight_view.h"
 
@@ -92,35 +91,13 @@ template <typename T>
 DeviceBuffer ToDevice(const std::vector<T>& v) {
   return ToDevice(v.data(), v.size() * sizeof(T));
 }
-// n values of T at `device` (after the device's pending work), on the host.
-template <typename T>
-std::vector<T> ToHost(const void* device, size_t n) {
-  std::vector<T> v(n);
-  EXPECT_TRUE(cudaDeviceSynchronize() == cudaSuccess);
-  EXPECT_TRUE(cudaMemcpy(v.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
-  return v;
-}
 template <typename T>
 std::vector<T> ToHost(const DeviceBuffer& b, size_t n) {
-  return ToHost<T>(b.data(), n);
+  std::vector<T> v(n);
+  EXPECT_TRUE(cudaDeviceSynchronize() == cudaSuccess);
+  EXPECT_TRUE(cudaMemcpy(v.data(), b.data(), n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
+  return v;
 }
-
-// A host view's W [rows, cols], dequantized by the CPU twin.
-inline std::vector<float> Dequantized(const WeightView& w) {
-  std::vector<float> out(w.rows * w.cols);
-  for (int64_t r = 0; r < w.rows; ++r) kernels::DequantizeRow(w, r, 0, w.cols, &out[r * w.cols]);
-  return out;
-}
-
-// The matmul kernels' error bound against the double-accumulating twin, per element:
-// |gpu - ref| <= kMatMulTol * sum_k |x_k * w_k| + kMatMulAbs. The GPU accumulates in f32 in
-// another order (32 lane sums of K/32 terms and a shuffle tree, or n sequential terms for
-// MatMulT): about sqrt(K) * 2^-24 of the magnitude typically, at worst (K/32 + 5) * 2^-24 for
-// MatMul's lanes (1.4e-5 at K = 7168) and n * 2^-24 for MatMulT's (n <= 300 in the tests:
-// 1.8e-5). 2e-5 holds the worst case; a wrong index or scale errs by O(1). kMatMulAbs covers
-// outputs whose terms are all ~0 (and padding left untouched).
-inline constexpr double kMatMulTol = 2e-5;
-inline constexpr double kMatMulAbs = 1e-7;
 
 // The largest |got - want| / (magnitude + tiny) over the elements, where magnitude[i] is the
 // sum of |terms| that made want[i] (f32 sums in any order differ from the exact one by at most
