@@ -8,7 +8,14 @@ EngineRequest FromProto(const GenerateRequest& m) {
   r.sampling = {.temperature = m.sampling().temperature(),
                 .top_p = m.sampling().top_p(),
                 .top_k = m.sampling().top_k(),
-                .seed = m.sampling().seed()};
+                .seed = m.sampling().seed(),
+                .min_p = m.sampling().min_p()};
+  r.adjust.presence_penalty = m.presence_penalty();
+  r.adjust.frequency_penalty = m.frequency_penalty();
+  r.adjust.repetition_penalty = m.repetition_penalty() == 0.0f ? 1.0f : m.repetition_penalty();
+  for (const auto& b : m.logit_bias()) r.adjust.logit_bias.emplace_back(b.token(), b.bias());
+  r.adjust.min_tokens = m.min_tokens();
+  r.constraint = m.constraint();
   r.max_tokens = m.max_tokens();
   r.stop_ids.assign(m.stop_ids().begin(), m.stop_ids().end());
   r.use_default_stop = m.use_default_stop();
@@ -22,6 +29,17 @@ void ToProto(const EngineRequest& r, GenerateRequest* m) {
   m->mutable_sampling()->set_top_p(r.sampling.top_p);
   m->mutable_sampling()->set_top_k(r.sampling.top_k);
   m->mutable_sampling()->set_seed(r.sampling.seed);
+  m->mutable_sampling()->set_min_p(r.sampling.min_p);
+  m->set_presence_penalty(r.adjust.presence_penalty);
+  m->set_frequency_penalty(r.adjust.frequency_penalty);
+  m->set_repetition_penalty(r.adjust.repetition_penalty);
+  for (const auto& [token, bias] : r.adjust.logit_bias) {
+    LogitBias* b = m->add_logit_bias();
+    b->set_token(token);
+    b->set_bias(bias);
+  }
+  m->set_min_tokens(r.adjust.min_tokens);
+  m->set_constraint(r.constraint);
   m->set_max_tokens(r.max_tokens);
   for (int32_t t : r.stop_ids) m->add_stop_ids(t);
   m->set_use_default_stop(r.use_default_stop);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "base/check.h"
@@ -43,6 +44,7 @@ struct Engine::Sequence {
   // distribution it was drawn from.
   int32_t draft = -1;
   std::vector<float> draft_q;
+  LogitsProcessor logits;  // the request's adjustments and constraint
 
   explicit Sequence(const SamplingOptions& s) : sampler(s) {}
 };
@@ -221,15 +223,36 @@ StatusOr<RequestId> Engine::Submit(EngineRequest r) {
   if (r.logprobs > 20)
     return Status::InvalidArgument("logprobs must be at most 20, got " +
                                    std::to_string(r.logprobs));
+  for (const auto& [t, bias] : r.adjust.logit_bias)
+    if (t < 0 || t >= c.vocab_size || !std::isfinite(bias))
+      return Status::InvalidArgument(
+          "logit_bias: token " + std::to_string(t) +
+          (std::isfinite(bias) ? " is outside the vocabulary" : " has a non-finite bias"));
+  if (!(r.adjust.repetition_penalty > 0.0f) || !std::isfinite(r.adjust.repetition_penalty))
+    return Status::InvalidArgument("repetition_penalty must be > 0");
+  if (r.adjust.min_tokens < 0 || r.adjust.min_tokens > r.max_tokens)
+    return Status::InvalidArgument("min_tokens must be in [0, max_tokens], got " +
+                                   std::to_string(r.adjust.min_tokens));
+  std::vector<int32_t> stop_ids =
+      !r.stop_ids.empty()
+          ? r.stop_ids
+          : (r.use_default_stop ? options_.default_stop_ids : std::vector<int32_t>{});
+  std::unique_ptr<TokenConstraint> constraint;
+  if (!r.constraint.empty()) {
+    if (!options_.constraints)
+      return Status::InvalidArgument("this engine has no constraint factory (structured outputs)");
+    StatusOr<std::unique_ptr<TokenConstraint>> made = options_.constraints(r.constraint, stop_ids);
+    if (!made.ok()) return made.status();
+    constraint = std::move(*made);
+  }
   const RequestId id = next_id_++;
   auto s = std::make_unique<Sequence>(r.sampling);
   s->id = id;
   s->sequence_id = r.sequence_id.value_or(static_cast<uint32_t>(id));
   s->tokens = r.prompt;
   s->prompt_len = prompt;
-  s->stop_ids = !r.stop_ids.empty()
-                    ? r.stop_ids
-                    : (r.use_default_stop ? options_.default_stop_ids : std::vector<int32_t>{});
+  s->logits = LogitsProcessor(r.adjust, r.prompt, stop_ids, std::move(constraint));
+  s->stop_ids = std::move(stop_ids);
   s->request = std::move(r);
   s->request.prompt.clear();  // kept in tokens
   stats_.prompt_tokens += prompt;
@@ -443,23 +466,31 @@ std::vector<TokenEvent> Engine::Complete(const StepPlan& plan, const std::vector
     }
     // With a draft (2 rows): speculative verification (Sampler::VerifyDraft; greedy output is
     // plain decoding's); a kept draft lets the second row give a token of its own.
+    // The request's logit adjustments and constraint apply to the row drawn from (logprobs
+    // report the raw row).
     bool accepted = false;
-    const int32_t first = c.num_logits == 2
-                              ? s.sampler.VerifyDraft(l, V, c.tokens[1], s.draft_q, &accepted)
-                              : s.sampler.Sample(l, V);
+    std::string error;
+    const float* p = Adjusted(s, l, &error);
+    const int32_t first = p == nullptr ? -1
+                          : c.num_logits == 2
+                              ? s.sampler.VerifyDraft(p, V, c.tokens[1], s.draft_q, &accepted)
+                              : s.sampler.Sample(p, V);
     if (c.num_logits == 2) {
       ++stats_.draft_tokens;
       stats_.accepted_draft_tokens += accepted ? 1 : 0;
-      if (!accepted) s.num_computed = c.start + 1;  // the draft's rows are overwritten later
+      if (!accepted || p == nullptr) s.num_computed = c.start + 1;  // rows overwritten later
     }
     s.draft = -1;
-    FinishReason reason = Emit(s, first, l, &events);
-    if (accepted && reason == FinishReason::kNone)
-      reason = Emit(s, s.sampler.Sample(l + V, V), l + V, &events);
+    FinishReason reason = first < 0 ? FinishReason::kError : Emit(s, first, l, &error, &events);
+    if (accepted && reason == FinishReason::kNone) {
+      p = Adjusted(s, l + V, &error);
+      reason = p == nullptr ? FinishReason::kError
+                            : Emit(s, s.sampler.Sample(p, V), l + V, &error, &events);
+    }
     // Commit before finishing: the request's blocks stay in the prefix cache.
     if (options_.prefix_cache) CommitFullBlocks(s);
     if (reason != FinishReason::kNone) {
-      Finish(s, reason, "", &events);
+      Finish(s, reason, error, &events);
       continue;
     }
     AddDrafts(s, c, token0, /*want_draft=*/true);
@@ -467,7 +498,17 @@ std::vector<TokenEvent> Engine::Complete(const StepPlan& plan, const std::vector
   return events;
 }
 
-FinishReason Engine::Emit(Sequence& s, int32_t token, const float* l,
+const float* Engine::Adjusted(Sequence& s, const float* row, std::string* error) {
+  if (!s.logits.active()) return row;
+  const int V = model_.config().vocab_size;
+  const float* p = s.logits.Apply(row, V, s.generated, s.request.max_tokens - s.generated);
+  for (int v = 0; v < V; ++v)
+    if (p[v] > -std::numeric_limits<float>::infinity()) return p;
+  *error = "no token is allowed here (the request's logit_bias and constraint exclude every one)";
+  return nullptr;
+}
+
+FinishReason Engine::Emit(Sequence& s, int32_t token, const float* l, std::string* error,
                           std::vector<TokenEvent>* events) {
   const int V = model_.config().vocab_size;
   TokenEvent ev{.request = s.id, .token = token};
@@ -493,7 +534,10 @@ FinishReason Engine::Emit(Sequence& s, int32_t token, const float* l,
   ++s.generated;
   ++stats_.generated_tokens;
   FinishReason reason = FinishReason::kNone;
-  if (std::find(s.stop_ids.begin(), s.stop_ids.end(), ev.token) != s.stop_ids.end())
+  if (Status accepted = s.logits.Accept(ev.token); !accepted.ok()) {
+    *error = accepted.message();
+    reason = FinishReason::kError;
+  } else if (std::find(s.stop_ids.begin(), s.stop_ids.end(), ev.token) != s.stop_ids.end())
     reason = FinishReason::kStop;
   else if (s.generated >= s.request.max_tokens)
     reason = FinishReason::kLength;

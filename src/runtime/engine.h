@@ -25,6 +25,7 @@
 #include "base/status.h"
 #include "model/model.h"
 #include "runtime/kv_block_pool.h"
+#include "runtime/logits_processor.h"
 #include "runtime/sampler.h"
 
 namespace epserve {
@@ -34,6 +35,11 @@ using RequestId = uint64_t;
 struct EngineRequest {
   std::vector<int32_t> prompt;
   SamplingOptions sampling;
+  // logit_bias, penalties, min_tokens (runtime/logits_processor.h).
+  LogitsAdjustments adjust;
+  // A token constraint's spec (structured outputs, forced tool calls): made by
+  // EngineOptions::constraints at Submit. Empty: none.
+  std::string constraint;
   int max_tokens = 16;
   // Generation stops after any of these ids (it is the last token of the output). Empty
   // with use_default_stop: the model's EOS.
@@ -85,6 +91,9 @@ struct EngineOptions {
   // bfloat16 fast path. Under expert parallelism every rank's engine must be given the same.
   kernels::Compute compute = kernels::Compute::kExact;
   std::vector<int32_t> default_stop_ids;
+  // Makes the constraints requests ask for (EngineRequest::constraint); unset: a request with
+  // one is refused at Submit.
+  ConstraintFactory constraints;
   // The cache pool's storage when the model runs on a device (Model::SetBackend): a view of
   // device memory of num_blocks blocks, kv_dtype, block_size. Unset: host memory.
   KvBlocks kv_storage;
@@ -189,7 +198,12 @@ class Engine {
   PlannedChunk MakeChunk(const Sequence& s, int64_t n) const;
   // Sends one sampled token (its event; logprobs from `row`) and returns whether it ends the
   // request (a stop id, max_tokens); the caller finishes it.
-  FinishReason Emit(Sequence& s, int32_t token, const float* row, std::vector<TokenEvent>* events);
+  // An error (the constraint refused the token) is kError with *error set.
+  FinishReason Emit(Sequence& s, int32_t token, const float* row, std::string* error,
+                    std::vector<TokenEvent>* events);
+  // The row s draws from: `row` with its logit adjustments and constraint applied; null (and
+  // *error) when they leave no token.
+  const float* Adjusted(Sequence& s, const float* row, std::string* error);
   // MTP: queues the draft pass's chunk for what this step computed of s (token0: the chunk's
   // first token in the main pass).
   void AddDrafts(const Sequence& s, const PlannedChunk& c, int64_t token0, bool want_draft);

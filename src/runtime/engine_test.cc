@@ -162,6 +162,93 @@ TEST_F(EngineTest, StopsAtAStopTokenAndCancelsWaitingAndRunning) {
   EXPECT_EQ(all.back().request, d);
 }
 
+TEST_F(EngineTest, LogitAdjustmentsReachTheDraw) {
+  Engine e(*model_, {.block_size = 16, .num_blocks = 16});
+  // Greedy output first.
+  ASSERT_TRUE(e.Submit({.prompt = Range(30, 5), .max_tokens = 4, .use_default_stop = false}).ok());
+  std::vector<int32_t> plain;
+  for (auto& ev : Drain(e)) plain.push_back(ev.token);
+  ASSERT_EQ(plain.size(), 4u);
+  // A +100 bias on a token the model did not pick makes every greedy token that one.
+  const int32_t forced = plain[0] == 7 ? 8 : 7;
+  ASSERT_TRUE(e.Submit({.prompt = Range(30, 5),
+                        .adjust = {.logit_bias = {{forced, 100.0f}}},
+                        .max_tokens = 4,
+                        .use_default_stop = false})
+                  .ok());
+  for (auto& ev : Drain(e)) EXPECT_EQ(ev.token, forced);
+  // min_tokens holds the stop id back: with the first greedy token as the stop id the request
+  // ends at once without it, and goes on to min_tokens with it.
+  ASSERT_TRUE(e.Submit({.prompt = Range(30, 5), .max_tokens = 4, .stop_ids = {plain[0]}}).ok());
+  EXPECT_EQ(Drain(e).size(), 1u);
+  ASSERT_TRUE(e.Submit({.prompt = Range(30, 5),
+                        .adjust = {.min_tokens = 3},
+                        .max_tokens = 4,
+                        .stop_ids = {plain[0]}})
+                  .ok());
+  auto held = Drain(e);
+  ASSERT_GE(held.size(), 3u);
+  for (size_t i = 0; i + 1 < held.size(); ++i) EXPECT_NE(held[i].token, plain[0]);
+  // Refused at submission: a bias outside the vocabulary, min_tokens above max_tokens, a
+  // constraint without a factory.
+  EXPECT_NE(e.Submit({.prompt = {1}, .adjust = {.logit_bias = {{5000, 1.0f}}}})
+                .status()
+                .message()
+                .find("logit_bias: token 5000 is outside the vocabulary"),
+            std::string::npos);
+  EXPECT_NE(e.Submit({.prompt = {1}, .adjust = {.min_tokens = 9}, .max_tokens = 2})
+                .status()
+                .message()
+                .find("min_tokens"),
+            std::string::npos);
+  EXPECT_NE(e.Submit({.prompt = {1}, .constraint = "x"}).status().message().find("constraint"),
+            std::string::npos);
+}
+
+// A constraint that allows exactly the tokens of its spec ("5,9,11"), in order, then a stop id.
+class ScriptConstraint : public TokenConstraint {
+ public:
+  ScriptConstraint(std::vector<int32_t> script, int32_t stop) : script_(script), stop_(stop) {}
+  void Restrict(float* l, int vocab, int) override {
+    const int32_t next = pos_ < script_.size() ? script_[pos_] : stop_;
+    for (int v = 0; v < vocab; ++v)
+      if (v != next) l[v] = -INFINITY;
+  }
+  Status Accept(int32_t) override {
+    ++pos_;
+    return Status::Ok();
+  }
+
+ private:
+  std::vector<int32_t> script_;
+  int32_t stop_;
+  size_t pos_ = 0;
+};
+
+TEST_F(EngineTest, AConstraintDecidesEveryTokenEvenWhenSampling) {
+  EngineOptions o{.block_size = 16, .num_blocks = 16};
+  o.constraints =
+      [](const std::string& spec,
+         const std::vector<int32_t>& stops) -> StatusOr<std::unique_ptr<TokenConstraint>> {
+    if (spec != "script") return Status::InvalidArgument("unknown spec " + spec);
+    return std::unique_ptr<TokenConstraint>(new ScriptConstraint({5, 9, 11}, stops.at(0)));
+  };
+  Engine e(*model_, o);
+  EXPECT_EQ(e.Submit({.prompt = {1}, .constraint = "nope"}).status().message(),
+            "unknown spec nope");
+  ASSERT_TRUE(e.Submit({.prompt = Range(30, 5),
+                        .sampling = {.temperature = 1.0f, .seed = 3},
+                        .constraint = "script",
+                        .max_tokens = 10,
+                        .stop_ids = {2}})
+                  .ok());
+  std::vector<int32_t> out;
+  auto ev = Drain(e);
+  for (auto& x : ev) out.push_back(x.token);
+  EXPECT_EQ(out, (std::vector<int32_t>{5, 9, 11, 2}));
+  EXPECT_EQ(ev.back().finish, FinishReason::kStop);
+}
+
 TEST_F(EngineTest, LogprobsAreNormalisedAndTopNIsSorted) {
   Engine e(*model_, {.block_size = 16, .num_blocks = 4, .keep_logits = true});
   ASSERT_TRUE(e.Submit({.prompt = Range(3, 4), .max_tokens = 1, .logprobs = 5}).ok());

@@ -25,8 +25,15 @@ Sampler::Kept Sampler::KeepNucleus(const float* logits, int vocab) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   });
   // Nucleus: the shortest prefix whose mass reaches top_p.
-  const size_t limit = opt_.top_k > 0 ? std::min<size_t>(opt_.top_k, probs_.size()) : probs_.size();
-  if (limit < probs_.size()) {  // renormalise over the k kept
+  size_t limit = opt_.top_k > 0 ? std::min<size_t>(opt_.top_k, probs_.size()) : probs_.size();
+  while (limit > 1 && probs_[limit - 1].first <= 0.0f) --limit;  // masked (-inf) tokens
+  if (opt_.min_p > 0.0f) {  // min-p: relative to the likeliest token (probs_[0])
+    const float floor = opt_.min_p * probs_[0].first;
+    size_t keep = 1;
+    while (keep < limit && probs_[keep].first >= floor) ++keep;
+    limit = keep;
+  }
+  if (limit < probs_.size()) {  // renormalise over the tokens kept
     k.sum = 0.0;
     for (size_t i = 0; i < limit; ++i) k.sum += probs_[i].first;
   }

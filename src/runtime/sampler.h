@@ -1,5 +1,6 @@
-// Token sampling: greedy (temperature 0) or temperature + top-k + nucleus (top-p) with a seeded
-// RNG. Deterministic for a given seed. Thread safety: one sampler per sequence.
+// Token sampling: greedy (temperature 0) or temperature + top-k + min-p + nucleus (top-p) with a
+// seeded RNG. Logits of -inf (masked tokens) are never drawn. Deterministic for a given seed.
+// Thread safety: one sampler per sequence.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@ struct SamplingOptions {
   float temperature = 0.0f;  // 0: greedy
   float top_p = 1.0f;        // keep the smallest set of tokens whose probability >= top_p
   int top_k = 0;             // keep at most the k most likely tokens first (0: all)
+  float min_p = 0.0f;        // then drop tokens less likely than min_p times the likeliest
   uint64_t seed = 0;
 };
 
