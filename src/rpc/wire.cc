@@ -8,8 +8,8 @@ EngineRequest FromProto(const GenerateRequest& m) {
   r.sampling = {.temperature = m.sampling().temperature(),
                 .top_p = m.sampling().top_p(),
                 .top_k = m.sampling().top_k(),
-                .seed = m.sampling().seed(),
-                .min_p = m.sampling().min_p()};
+                .min_p = m.sampling().min_p(),
+                .seed = m.sampling().seed()};
   r.adjust.presence_penalty = m.presence_penalty();
   r.adjust.frequency_penalty = m.frequency_penalty();
   r.adjust.repetition_penalty = m.repetition_penalty() == 0.0f ? 1.0f : m.repetition_penalty();
