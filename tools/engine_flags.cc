@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "runtime/grammar_constraint.h"
 #include "tools/command.h"
 #include "tools/flag_checks.h"
 
@@ -64,6 +65,9 @@ StatusOr<EngineOptions> EngineFlags::Options(const std::string& model_dir, const
   ASSIGN_OR_RETURN(eo.overlap, overlap.Options(model_dir, ep, tp, ranks_per_machine, eo.mtp ? 2 : 1,
                                                overlap_note));
   eo.default_stop_ids.assign(c.eos_token_ids.begin(), c.eos_token_ids.end());
+  // Structured outputs and forced tool calls (runtime/grammar_constraint.h): the tokenizer is
+  // read on the first request that asks for them.
+  eo.constraints = GrammarConstraintFactory(model_dir, eo.default_stop_ids);
   eo.num_blocks = KvMemoryBlocks(c, dtype, block_size, kv_bytes, eo.mtp);
   if (eo.num_blocks < 1)
     return Status::InvalidArgument("--kv-memory " + kv_memory + " holds not one cache block");

@@ -224,10 +224,10 @@ StatusOr<RequestId> Engine::Submit(EngineRequest r) {
     return Status::InvalidArgument("logprobs must be at most 20, got " +
                                    std::to_string(r.logprobs));
   for (const auto& [t, bias] : r.adjust.logit_bias)
-    if (t < 0 || t >= c.vocab_size || !std::isfinite(bias))
+    if (t < 0 || t >= c.vocab_size || std::isnan(bias) || bias == INFINITY)  // -inf: banned
       return Status::InvalidArgument(
           "logit_bias: token " + std::to_string(t) +
-          (std::isfinite(bias) ? " is outside the vocabulary" : " has a non-finite bias"));
+          (t < 0 || t >= c.vocab_size ? " is outside the vocabulary" : " has a NaN or +inf bias"));
   if (!(r.adjust.repetition_penalty > 0.0f) || !std::isfinite(r.adjust.repetition_penalty))
     return Status::InvalidArgument("repetition_penalty must be > 0");
   if (r.adjust.min_tokens < 0 || r.adjust.min_tokens > r.max_tokens)
