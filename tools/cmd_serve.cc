@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "base/guarded_thread.h"
+#include "base/json.h"
 #include "io/checkpoint.h"
 #include "model/config.h"
 #include "rpc/engine_client.h"
@@ -24,6 +25,8 @@
 #include "runtime/engine_group.h"
 #include "runtime/engine_worker.h"
 #include "runtime/loaded_model.h"
+#include "serve/chat_output.h"
+#include "serve/completion_session.h"
 #include "serve/group_router.h"
 #include "serve/http_server.h"
 #include "serve/serve_metrics.h"
@@ -62,6 +65,9 @@ struct ServeFlags {
   // Routing.
   std::string policy = "cache_aware";
   serve::RoutingOptions routing;
+  // Chat output.
+  std::string tool_call_format = "auto", reasoning_parser = "auto";
+  std::string scripted_outputs;  // tests only
   int health_interval_ms = 500, health_timeout_ms = 1000;
 };
 
@@ -70,6 +76,43 @@ std::vector<std::string> Split(const std::string& s, char sep) {
   std::stringstream in(s);
   for (std::string x; std::getline(in, x, sep);)
     if (!x.empty()) out.push_back(x);
+  return out;
+}
+
+struct ChatFormats {
+  serve::ToolCallFormat tools = serve::ToolCallFormat::kNone;
+  serve::ServeContext::Reasoning reasoning = serve::ServeContext::Reasoning::kNone;
+};
+
+// --tool-call-format and --reasoning-parser; "auto" reads the chat template's text: one that
+// writes tool calls says which format, one that mentions <think> reasons (V3.1's only when
+// its `thinking` variable is set).
+StatusOr<ChatFormats> ReadChatFormats(const ServeFlags& f, const std::string& dir) {
+  std::string source;
+  if (f.tool_call_format == "auto" || f.reasoning_parser == "auto") {
+    StatusOr<std::string> text = ReadTextFile(dir + "/tokenizer_config.json");
+    if (text.ok()) {
+      const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+      if (j.is_object() && j.contains("chat_template") && j["chat_template"].is_string())
+        source = j["chat_template"].get<std::string>();
+    }
+  }
+  ChatFormats out;
+  if (f.tool_call_format == "auto") {
+    out.tools = serve::GuessToolCallFormat(source);
+  } else {
+    ASSIGN_OR_RETURN(out.tools, serve::ParseToolCallFormat(f.tool_call_format));
+  }
+  using R = serve::ServeContext::Reasoning;
+  if (f.reasoning_parser == "auto") {
+    if (source.find("<think>") != std::string::npos)
+      out.reasoning =
+          source.find("thinking") != std::string::npos ? R::kDeepSeekV3 : R::kDeepSeekR1;
+  } else {
+    out.reasoning = f.reasoning_parser == "deepseek-r1"   ? R::kDeepSeekR1
+                    : f.reasoning_parser == "deepseek-v3" ? R::kDeepSeekV3
+                                                          : R::kNone;
+  }
   return out;
 }
 
@@ -181,6 +224,15 @@ Status RunServe(const ServeFlags& f) {
                  tmpl.status().message().c_str());
   ASSIGN_OR_RETURN(std::string config_text, ReadTextFile(dir + "/config.json"));
   ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::Parse(config_text, dir + "/config.json"));
+  ChatFormats formats;
+  ASSIGN_OR_RETURN(formats, ReadChatFormats(f, dir));
+  std::fprintf(stderr, "epserve: chat output: tool calls: %s, reasoning: %s\n",
+               formats.tools == serve::ToolCallFormat::kDeepSeekV3    ? "deepseek_v3"
+               : formats.tools == serve::ToolCallFormat::kDeepSeekV31 ? "deepseek_v31"
+                                                                      : "none",
+               formats.reasoning == serve::ServeContext::Reasoning::kDeepSeekR1   ? "deepseek-r1"
+               : formats.reasoning == serve::ServeContext::Reasoning::kDeepSeekV3 ? "deepseek-v3"
+                                                                                  : "none");
 
   // The engines.
   const auto startup_deadline =
@@ -240,6 +292,24 @@ Status RunServe(const ServeFlags& f) {
   ctx.model_name = f.served_model_name.empty() ? std::filesystem::path(dir).filename().string()
                                                : f.served_model_name;
   ctx.max_model_len = config.max_position_embeddings;
+  ctx.tool_format = formats.tools;
+  ctx.reasoning = formats.reasoning;
+  if (!f.scripted_outputs.empty()) {
+    ASSIGN_OR_RETURN(std::string scripts_text, ReadTextFile(f.scripted_outputs));
+    ASSIGN_OR_RETURN(nlohmann::json scripts, ParseJson(scripts_text, f.scripted_outputs));
+    if (!scripts.is_array())
+      return Status::InvalidArgument(f.scripted_outputs + ": expected an array of {when, output}");
+    for (const auto& s : scripts) {
+      if (!s.is_object() || !s.contains("when") || !s["when"].is_string() ||
+          !s.contains("output") || !s["output"].is_string())
+        return Status::InvalidArgument(f.scripted_outputs +
+                                       ": each entry needs string \"when\" and \"output\"");
+      ctx.scripted_outputs.push_back(
+          {s["when"].get<std::string>(), s["output"].get<std::string>()});
+    }
+    std::fprintf(stderr, "epserve: --scripted-outputs: %zu scripted answers (tests only)\n",
+                 ctx.scripted_outputs.size());
+  }
   ctx.max_sessions = f.max_concurrent;
   serve::ServeMetrics metrics(ctx.model_name);
   ctx.metrics = &metrics;
@@ -362,6 +432,26 @@ void RegisterServeCommand(CLI::App& app, CommandContext& ctx) {
       ->check(NonNegativeReal())
       ->capture_default_str()
       ->group(dep);
+  const char* chat = "Chat output";
+  cmd->add_option("--tool-call-format", f->tool_call_format,
+                  "how the model writes tool calls: deepseek_v3 (V3, R1), deepseek_v31 (V3.1), "
+                  "none, or auto (read from the chat template)")
+      ->check(CLI::IsMember({"auto", "deepseek_v3", "deepseek_r1", "deepseek_v31", "none"}))
+      ->capture_default_str()
+      ->group(chat);
+  cmd->add_option("--reasoning-parser", f->reasoning_parser,
+                  "where reasoning_content comes from: deepseek-r1 (output reasons until "
+                  "</think>), deepseek-v3 (V3.1: only with chat_template_kwargs "
+                  "{\"thinking\": true}), none, or auto (read from the chat template)")
+      ->check(CLI::IsMember({"auto", "deepseek-r1", "deepseek-v3", "none"}))
+      ->capture_default_str()
+      ->group(chat);
+  cmd->add_option("--scripted-outputs", f->scripted_outputs,
+                  "tests only: a JSON file [{\"when\": text, \"output\": text}, ...]; a chat "
+                  "request whose last message contains `when` is answered with exactly "
+                  "`output`'s tokens (docs/testing.md)")
+      ->check(CLI::ExistingFile)
+      ->group("Testing");
   const char* rt = "Routing";
   cmd->add_option("--policy", f->policy, "round_robin, least_load or cache_aware")
       ->capture_default_str()

@@ -1,8 +1,12 @@
 #include "serve/completion_session.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <limits>
 #include <regex>
+
+#include "serve/chat_prompt.h"
 
 namespace epserve::serve {
 
@@ -43,40 +47,18 @@ std::variant<std::unique_ptr<CompletionSession>, ApiError> CompletionSession::St
                     .message = "The model '" + params.model + "' does not exist",
                     .param = "model",
                     .code = "model_not_found"};
-  std::vector<int32_t> prompt;
-  const text::Tokenizer& tok = *ctx.tokenizer;
-  if (params.endpoint == Endpoint::kChat) {
-    if (ctx.chat_template == nullptr)
-      return ApiError{.message = "the model has no chat template", .param = "messages"};
-    nlohmann::ordered_json context = {{"messages", params.messages},
-                                      {"add_generation_prompt", true},
-                                      {"bos_token", tok.bos_token()},
-                                      {"eos_token", tok.eos_token()},
-                                      {"tools", nullptr}};
-    StatusOr<std::string> rendered = ctx.chat_template->Render(context);
-    if (!rendered.ok()) {
-      // The template's errors begin with where it lives on this server
-      // ("/srv/m/tokenizer_config.json: chat_template:3:204: ..."): the log gets the whole
-      // message, the client the part after the path.
-      const std::string& full = rendered.status().message();
-      std::fprintf(stderr, "epserve: chat template error: %s\n", full.c_str());
-      const size_t at = full.find("chat_template");
-      return ApiError{
-          .message = at == std::string::npos ? "the chat template failed" : full.substr(at),
-          .param = "messages"};
-    }
-    StatusOr<std::vector<int32_t>> ids = tok.Encode(*rendered);  // the template emits BOS
-    if (!ids.ok()) return ApiError{.message = ids.status().message(), .param = "messages"};
-    prompt = std::move(*ids);
-  } else if (params.prompt_text) {
-    StatusOr<std::vector<int32_t>> ids =
-        tok.Encode(*params.prompt_text, {.add_special_tokens = true});
-    if (!ids.ok()) return ApiError{.message = ids.status().message(), .param = "prompt"};
-    prompt = std::move(*ids);
-  } else {
-    prompt = params.prompt_ids;
-  }
+  auto built = BuildPrompt(ctx, params);
+  if (auto* e = std::get_if<ApiError>(&built)) return *e;
+  std::vector<int32_t> prompt = std::move(std::get<std::vector<int32_t>>(built));
   if (prompt.empty()) return ApiError{.message = "the prompt is empty", .param = "prompt"};
+  if (params.endpoint == Endpoint::kChat && !params.max_tokens_set) {
+    const int64_t room = ctx.max_model_len - static_cast<int64_t>(prompt.size());
+    params.max_tokens = static_cast<int>(std::clamp<int64_t>(
+        room, 1, std::max<int64_t>(kDefaultChatMaxTokens, params.adjust.min_tokens)));
+  }
+  auto constraint = MakeConstraint(ctx, params);
+  if (auto* e = std::get_if<ApiError>(&constraint)) return *e;
+  const Constraint& con = std::get<Constraint>(constraint);
   if (ctx.draining) return ServerError("the server is shutting down", 503);
   if (ctx.max_sessions > 0 && ctx.num_sessions >= ctx.max_sessions)
     return ApiError{.http_status = 429,
@@ -87,22 +69,30 @@ std::variant<std::unique_ptr<CompletionSession>, ApiError> CompletionSession::St
   std::unique_ptr<CompletionSession> s(
       new CompletionSession(ctx, std::move(params), std::move(prompt)));
   const CompletionParams& p = s->params_;
-  EngineRequest req{.prompt = s->prompt_,
-                    .sampling = {.temperature = p.temperature,
-                                 .top_p = p.top_p,
-                                 .top_k = p.top_k,
-                                 .seed = p.seed ? *p.seed : ctx.next_seed++},
-                    .max_tokens = p.max_tokens,
-                    .use_default_stop = !p.ignore_eos,
-                    .logprobs = p.logprobs};
-  StatusOr<RoutedRequest> routed = ctx.router->Submit(req, s->stream_);
-  if (!routed.ok()) {
-    if (routed.status().code() == StatusCode::kUnavailable)
-      return ServerError(ForClient(routed.status().message()), 503);
-    return ApiError{.message = routed.status().message(), .param = "prompt"};
+  const uint64_t seed = p.seed ? *p.seed : ctx.next_seed.fetch_add(p.n);
+  for (int i = 0; i < p.n; ++i) {
+    Choice& c = s->NewChoice(i);
+    c.request = EngineRequest{.prompt = s->prompt_,
+                              .sampling = {.temperature = p.temperature,
+                                           .top_p = p.top_p,
+                                           .top_k = p.top_k,
+                                           .min_p = p.min_p,
+                                           .seed = seed + static_cast<uint64_t>(i)},
+                              .adjust = p.adjust,
+                              .constraint = con.spec,
+                              .max_tokens = p.max_tokens,
+                              .use_default_stop = !p.ignore_eos,
+                              .logprobs = p.logprobs};
+    for (int32_t id : con.banned)
+      c.request.adjust.logit_bias.emplace_back(id, -std::numeric_limits<float>::infinity());
+    StatusOr<RoutedRequest> routed = ctx.router->Submit(c.request, c.stream);
+    if (!routed.ok()) {
+      if (routed.status().code() == StatusCode::kUnavailable)
+        return ServerError(ForClient(routed.status().message()), 503);
+      return ApiError{.message = routed.status().message(), .param = "prompt"};
+    }
+    c.routed = *routed;
   }
-  s->request_ = std::move(req);
-  s->routed_ = *routed;
   return s;
 }
 
@@ -111,87 +101,140 @@ CompletionSession::CompletionSession(ServeContext& ctx, CompletionParams params,
     : ctx_(ctx),
       params_(std::move(params)),
       prompt_(std::move(prompt)),
-      output_(*ctx.tokenizer, params_.stop),
       created_(static_cast<int64_t>(std::time(nullptr))),
-      last_event_(std::chrono::steady_clock::now()),
-      started_(last_event_) {
+      started_(std::chrono::steady_clock::now()) {
   ++ctx_.num_sessions;
   id_text_ = RandomId(params_.endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-",
                       reinterpret_cast<uintptr_t>(this));
 }
 
+CompletionSession::Choice& CompletionSession::NewChoice(int index) {
+  auto c = std::make_unique<Choice>();
+  c->index = index;
+  c->last_event = started_;
+  if (params_.endpoint == Endpoint::kChat)
+    c->chat_out = std::make_unique<ChatOutput>(*ctx_.tokenizer, OutputOptions(ctx_, params_));
+  else
+    c->text_out = std::make_unique<OutputText>(*ctx_.tokenizer, params_.stop);
+  choices_.push_back(std::move(c));
+  return *choices_.back();
+}
+
 CompletionSession::~CompletionSession() {
-  if (!finished_) Cancel();
-  if (routed_.group >= 0)
-    ctx_.router->Finished(routed_, finished_ ? finish_ : FinishReason::kCancelled);
+  for (auto& c : choices_) {
+    if (!c->finished) CancelChoice(*c);
+    if (c->routed.group >= 0)
+      ctx_.router->Finished(c->routed, c->finished ? c->finish : FinishReason::kCancelled);
+  }
   --ctx_.num_sessions;
 }
 
-void CompletionSession::Cancel() {
-  if (routed_.group >= 0) ctx_.router->Cancel(routed_, FinishReason::kCancelled);
+void CompletionSession::CancelChoice(Choice& c) {
+  if (c.routed.group >= 0) ctx_.router->Cancel(c.routed, FinishReason::kCancelled);
 }
 
-bool CompletionSession::Resubmit(const std::string& why) {
-  if (retries_ >= ctx_.router->num_groups()) return false;
-  ctx_.router->ReportFailure(routed_.group, why);
+void CompletionSession::Cancel() {
+  for (auto& c : choices_) CancelChoice(*c);
+}
+
+bool CompletionSession::Resubmit(Choice& c, const std::string& why) {
+  if (c.retries >= ctx_.router->num_groups()) return false;
+  ctx_.router->ReportFailure(c.routed.group, why);
   auto stream = std::make_shared<RequestStream>();
-  StatusOr<RoutedRequest> again = ctx_.router->Submit(request_, stream, routed_.group);
+  StatusOr<RoutedRequest> again = ctx_.router->Submit(c.request, stream, c.routed.group);
   if (!again.ok()) return false;
-  ctx_.router->Finished(routed_, FinishReason::kError);
-  routed_ = *again;
-  stream_ = std::move(stream);
-  ++retries_;
+  ctx_.router->Finished(c.routed, FinishReason::kError);
+  c.routed = *again;
+  c.stream = std::move(stream);
+  ++c.retries;
   return true;
 }
 
-bool CompletionSession::Consume(const TokenEvent& ev, Piece* piece) {
-  if (ev.finish == FinishReason::kError && ev.retryable && token_ids_.empty() && Resubmit(ev.error))
+bool CompletionSession::Consume(Choice& c, const TokenEvent& ev, std::string* out) {
+  if (ev.finish == FinishReason::kError && ev.retryable && c.token_ids.empty() &&
+      Resubmit(c, ev.error))
     return true;  // the rest comes from the new group's stream
   const auto now = std::chrono::steady_clock::now();
   auto seconds = [](auto d) { return std::chrono::duration<double>(d).count(); };
+  std::vector<ChatDelta> deltas;
+  std::string text;
   if (ev.token >= 0) {
-    if (token_ids_.empty()) {
-      cached_tokens_ = ev.cached_prompt_tokens;
+    if (c.token_ids.empty()) {
+      c.cached_tokens = ev.cached_prompt_tokens;
       if (ctx_.metrics) ctx_.metrics->ObserveTimeToFirstToken(seconds(now - started_));
     } else if (ctx_.metrics) {
-      ctx_.metrics->ObserveInterTokenLatency(seconds(now - last_token_));
+      ctx_.metrics->ObserveInterTokenLatency(seconds(now - c.last_token));
     }
-    last_token_ = now;
-    token_ids_.push_back(ev.token);
-    piece->tokens.push_back(&ev);
-    piece->text += output_.Add(ev.token);
+    c.last_token = now;
+    c.token_ids.push_back(ev.token);
+    c.pending_tokens.push_back(&ev);
+    if (c.chat_out)
+      c.chat_out->Add(ev.token, &deltas);
+    else
+      text = c.text_out->Add(ev.token);
   }
-  if (output_.stopped()) {
-    finish_ = FinishReason::kStop;
+  const bool stopped = c.chat_out ? c.chat_out->stopped() : c.text_out->stopped();
+  if (stopped) {
+    c.finish = FinishReason::kStop;
     // The engine need not generate past the stop string.
-    ctx_.router->Cancel(routed_, FinishReason::kStop);
+    ctx_.router->Cancel(c.routed, FinishReason::kStop);
   } else if (ev.finish != FinishReason::kNone) {
-    finish_ = ev.finish;
-    error_ = ev.error;
-    piece->text += output_.Finish();
+    c.finish = ev.finish;
+    c.error = ev.error;
+    if (c.chat_out)
+      c.chat_out->Finish(&deltas);
+    else
+      text += c.text_out->Finish();
   } else {
+    if (out != nullptr) {
+      if (c.chat_out)
+        EmitChat(c, deltas, nullptr, out);
+      else
+        EmitText(c, text, nullptr, out);
+    } else if (c.text_out) {
+      c.text += text;
+    }
     return true;
   }
-  finished_ = true;
-  text_ += piece->text;
-  if (ctx_.metrics && (finish_ == FinishReason::kStop || finish_ == FinishReason::kLength))
+  c.finished = true;
+  if (ctx_.metrics && (c.finish == FinishReason::kStop || c.finish == FinishReason::kLength))
     ctx_.metrics->ObserveEndToEnd(seconds(now - started_));
+  const bool failed = c.finish == FinishReason::kError || c.finish == FinishReason::kCancelled;
+  if (out != nullptr && !failed) {
+    const std::string finish = FinishName(c);
+    if (c.chat_out)
+      EmitChat(c, deltas, finish.c_str(), out);
+    else
+      EmitText(c, text, finish.c_str(), out);
+  } else if (c.text_out) {
+    c.text += text;
+  }
   return false;
 }
 
-std::string CompletionSession::FinishName() const {
-  return finish_ == FinishReason::kLength ? "length" : "stop";
+std::string CompletionSession::FinishName(const Choice& c) const {
+  if (c.chat_out && c.chat_out->truncated_call()) return "length";
+  if (c.finish == FinishReason::kLength) return "length";
+  if (c.chat_out && !c.chat_out->tool_calls().empty()) return "tool_calls";
+  return "stop";
 }
 
 Json CompletionSession::Usage() const {
-  const int64_t n = static_cast<int64_t>(token_ids_.size());
+  int64_t n = 0, cached = 0, reasoning = 0;
+  for (const auto& c : choices_) {
+    n += static_cast<int64_t>(c->token_ids.size());
+    if (c->chat_out) reasoning += c->chat_out->reasoning_tokens();
+  }
+  if (!choices_.empty()) cached = choices_[0]->cached_tokens;
   const int64_t p = static_cast<int64_t>(prompt_.size());
-  return {{"prompt_tokens", p},
-          {"completion_tokens", n},
-          {"total_tokens", p + n},
-          {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
+  Json u = {{"prompt_tokens", p},
+            {"completion_tokens", n},
+            {"total_tokens", p + n},
+            {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+  if (params_.endpoint == Endpoint::kChat)
+    u["completion_tokens_details"] = {{"reasoning_tokens", reasoning}};
+  return u;
 }
-
 Json CompletionSession::Logprobs(const std::vector<const TokenEvent*>& tokens,
                                  size_t text_offset) const {
   if (params_.logprobs < 0) return nullptr;
@@ -228,107 +271,199 @@ Json CompletionSession::Logprobs(const std::vector<const TokenEvent*>& tokens,
   return out;
 }
 
+Json CompletionSession::Message(const Choice& c) const {
+  const ChatOutput& o = *c.chat_out;
+  Json m = {{"role", "assistant"}};
+  m["content"] = o.content().empty() && !o.tool_calls().empty() ? Json(nullptr) : Json(o.content());
+  if (!o.reasoning().empty()) m["reasoning_content"] = o.reasoning();
+  if (!o.tool_calls().empty()) {
+    Json calls = Json::array();
+    for (const auto& t : o.tool_calls())
+      calls.push_back({{"id", t.id},
+                       {"type", "function"},
+                       {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+    m["tool_calls"] = calls;
+  }
+  return m;
+}
+
 std::variant<Json, ApiError> CompletionSession::Collect() {
-  Piece all;
   std::vector<TokenEvent> batch;
-  while (!finished_) {
-    batch.clear();
-    if (!stream_->Pop(&batch, std::chrono::milliseconds(200))) {
-      if (std::chrono::steady_clock::now() - last_event_ > ctx_.idle_timeout)
-        return ServerError("the engine produced nothing for too long", 504);
-      continue;
+  for (auto& cp : choices_) {
+    Choice& c = *cp;
+    while (!c.finished) {
+      batch.clear();
+      if (!c.stream->Pop(&batch, std::chrono::milliseconds(200))) {
+        if (std::chrono::steady_clock::now() - c.last_event > ctx_.idle_timeout)
+          return ServerError("the engine produced nothing for too long", 504);
+        continue;
+      }
+      c.last_event = std::chrono::steady_clock::now();
+      for (TokenEvent& ev : batch) {
+        c.events.push_back(std::move(ev));
+        if (!Consume(c, c.events.back(), nullptr)) break;
+      }
     }
-    last_event_ = std::chrono::steady_clock::now();
-    for (TokenEvent& ev : batch) {
-      events_.push_back(std::move(ev));
-      if (!Consume(events_.back(), &all)) break;
-    }
+    if (c.finish == FinishReason::kError)
+      return ServerError("generation failed: " + ForClient(c.error));
+    if (c.finish == FinishReason::kCancelled) return ServerError("the request was cancelled", 503);
   }
-  if (finish_ == FinishReason::kError)
-    return ServerError("generation failed: " + ForClient(error_));
-  if (finish_ == FinishReason::kCancelled) return ServerError("the request was cancelled", 503);
-  Json choice = {
-      {"index", 0}, {"logprobs", Logprobs(all.tokens, 0)}, {"finish_reason", FinishName()}};
-  if (params_.endpoint == Endpoint::kChat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text_}};
-  } else {
-    choice["text"] = text_;
+  Json choices = Json::array();
+  for (auto& cp : choices_) {
+    Choice& c = *cp;
+    std::vector<const TokenEvent*> all;
+    for (const TokenEvent& ev : c.events)
+      if (ev.token >= 0) all.push_back(&ev);
+    Json choice = {
+        {"index", c.index}, {"logprobs", Logprobs(all, 0)}, {"finish_reason", FinishName(c)}};
+    if (c.chat_out)
+      choice["message"] = Message(c);
+    else
+      choice["text"] = c.text;
+    if (params_.return_token_ids) choice["token_ids"] = c.token_ids;
+    choices.push_back(choice);
   }
-  if (params_.return_token_ids) choice["token_ids"] = token_ids_;
   return Json{
       {"id", id_text_},
       {"object", params_.endpoint == Endpoint::kChat ? "chat.completion" : "text_completion"},
       {"created", created_},
       {"model", ctx_.model_name},
-      {"choices", Json::array({choice})},
+      {"choices", choices},
       {"usage", Usage()}};
 }
 
-Json CompletionSession::Chunk(const Piece& piece, const char* finish) {
-  Json choice = {{"index", 0}};
-  const size_t offset = text_.size() - piece.text.size();  // text_ already holds the piece
-  if (params_.endpoint == Endpoint::kChat) {
-    Json delta = Json::object();
-    if (!sent_role_) {
-      delta["role"] = "assistant";
-      sent_role_ = true;
-    }
-    if (!piece.text.empty() || finish == nullptr) delta["content"] = piece.text;
-    choice["delta"] = delta;
-  } else {
-    choice["text"] = piece.text;
-  }
-  choice["logprobs"] = Logprobs(piece.tokens, offset);
-  choice["finish_reason"] = finish != nullptr ? Json(finish) : Json(nullptr);
-  if (params_.return_token_ids) {
-    Json ids = Json::array();
-    for (const TokenEvent* ev : piece.tokens) ids.push_back(ev->token);
-    choice["token_ids"] = ids;
-  }
+Json CompletionSession::ChunkEnvelope(Json choice, bool with_usage) const {
   Json chunk = {
       {"id", id_text_},
       {"object", params_.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion"},
       {"created", created_},
       {"model", ctx_.model_name},
-      {"choices", Json::array({choice})}};
-  if (params_.include_usage) chunk["usage"] = nullptr;
+      {"choices", Json::array({std::move(choice)})}};
+  if (params_.include_usage || params_.continuous_usage)
+    chunk["usage"] = with_usage && params_.continuous_usage ? Usage() : Json(nullptr);
   return chunk;
+}
+
+void CompletionSession::EmitText(Choice& c, const std::string& text, const char* finish,
+                                 std::string* out) {
+  const size_t offset = c.text.size();
+  c.text += text;
+  if (text.empty() && finish == nullptr && !params_.return_token_ids &&
+      (params_.logprobs < 0 || c.pending_tokens.empty()))
+    return;
+  Json choice = {{"index", c.index}, {"text", text}};
+  choice["logprobs"] = Logprobs(c.pending_tokens, offset);
+  choice["finish_reason"] = finish != nullptr ? Json(finish) : Json(nullptr);
+  if (params_.return_token_ids) {
+    Json ids = Json::array();
+    for (const TokenEvent* ev : c.pending_tokens) ids.push_back(ev->token);
+    choice["token_ids"] = ids;
+  }
+  c.pending_tokens.clear();
+  *out += "data: " + ChunkEnvelope(std::move(choice), true).dump() + "\n\n";
+}
+
+void CompletionSession::EmitChat(Choice& c, const std::vector<ChatDelta>& deltas,
+                                 const char* finish, std::string* out) {
+  // One chunk per delta (reasoning, content and tool calls never share one); the tokens'
+  // logprobs and ids go with the first chunk after them. An event with tokens but no text
+  // still sends them when the client asked for logprobs or ids; the finish has its own chunk
+  // when no delta carries it.
+  auto send = [&](Json delta, const char* fin) {
+    if (!c.sent_role) {
+      delta["role"] = "assistant";
+      c.sent_role = true;
+    }
+    Json choice = {{"index", c.index}, {"delta", std::move(delta)}};
+    choice["logprobs"] = Logprobs(c.pending_tokens, 0);
+    choice["finish_reason"] = fin != nullptr ? Json(fin) : Json(nullptr);
+    if (params_.return_token_ids) {
+      Json ids = Json::array();
+      for (const TokenEvent* ev : c.pending_tokens) ids.push_back(ev->token);
+      choice["token_ids"] = ids;
+    }
+    c.pending_tokens.clear();
+    *out += "data: " + ChunkEnvelope(std::move(choice), true).dump() + "\n\n";
+  };
+  for (const ChatDelta& d : deltas) {
+    Json delta = Json::object();
+    if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+    if (!d.content.empty()) delta["content"] = d.content;
+    if (!d.tool_calls.empty()) {
+      Json calls = Json::array();
+      for (const ToolCallDelta& t : d.tool_calls) {
+        Json call = {{"index", t.index}};
+        if (!t.id.empty()) {
+          call["id"] = t.id;
+          call["type"] = "function";
+          call["function"] = {{"name", t.name}, {"arguments", t.arguments}};
+        } else {
+          call["function"] = {{"arguments", t.arguments}};
+        }
+        calls.push_back(call);
+      }
+      delta["tool_calls"] = calls;
+    }
+    if (delta.empty()) continue;
+    send(std::move(delta), nullptr);
+  }
+  const bool pending =
+      !c.pending_tokens.empty() && (params_.logprobs >= 0 || params_.return_token_ids);
+  if (finish != nullptr || pending) send(Json::object(), finish);
 }
 
 bool CompletionSession::NextSse(std::string* out, std::chrono::milliseconds wait) {
   auto emit = [out](const Json& j) { *out += "data: " + j.dump() + "\n\n"; };
   if (sent_done_) return true;
-  if (params_.endpoint == Endpoint::kChat && !sent_role_) emit(Chunk(Piece{}, nullptr));
-  std::vector<TokenEvent> batch;
-  if (!stream_->Pop(&batch, wait)) {
-    if (std::chrono::steady_clock::now() - last_event_ <= ctx_.idle_timeout) return false;
-    finished_ = true;
-    finish_ = FinishReason::kError;
-    error_ = "the engine produced nothing for too long";
-    Cancel();
-  }
-  if (!batch.empty()) last_event_ = std::chrono::steady_clock::now();
-  for (TokenEvent& ev : batch) {
-    events_.push_back(std::move(ev));
-    Piece piece;
-    const bool more = Consume(events_.back(), &piece);
-    if (more) {
-      text_ += piece.text;
-      if (!piece.text.empty() || (params_.logprobs >= 0 && !piece.tokens.empty()) ||
-          params_.return_token_ids)
-        emit(Chunk(piece, nullptr));
+  // The first chunk of a chat choice is its role with empty content (OpenAI's shape).
+  if (params_.endpoint == Endpoint::kChat)
+    for (auto& c : choices_) {
+      if (c->sent_role) continue;
+      c->sent_role = true;
+      emit(ChunkEnvelope({{"index", c->index},
+                          {"delta", {{"role", "assistant"}, {"content", ""}}},
+                          {"logprobs", nullptr},
+                          {"finish_reason", nullptr}},
+                         false));
+    }
+  std::vector<Choice*> open;
+  for (auto& c : choices_)
+    if (!c->finished) open.push_back(c.get());
+  const auto share = std::max(std::chrono::milliseconds(1),
+                              wait / static_cast<int>(std::max<size_t>(1, open.size())));
+  for (size_t k = 0; k < open.size(); ++k) {
+    Choice& c = *open[(k + next_poll_) % open.size()];
+    std::vector<TokenEvent> batch;
+    if (!c.stream->Pop(&batch, share)) {
+      if (std::chrono::steady_clock::now() - c.last_event <= ctx_.idle_timeout) continue;
+      c.finished = true;
+      c.finish = FinishReason::kError;
+      c.error = "the engine produced nothing for too long";
+      CancelChoice(c);
       continue;
     }
-    if (finish_ == FinishReason::kError || finish_ == FinishReason::kCancelled) break;
-    emit(Chunk(piece, FinishName().c_str()));
-    break;
+    c.last_event = std::chrono::steady_clock::now();
+    for (TokenEvent& ev : batch) {
+      c.events.push_back(std::move(ev));
+      if (!Consume(c, c.events.back(), out)) break;
+    }
   }
-  if (!finished_) return false;
-  if (finish_ == FinishReason::kError || finish_ == FinishReason::kCancelled) {
-    emit(ServerError(finish_ == FinishReason::kError ? "generation failed: " + ForClient(error_)
-                                                     : "the request was cancelled")
-             .Body());
-  } else if (params_.include_usage) {
+  next_poll_ = open.empty() ? 0 : (next_poll_ + 1) % static_cast<int>(open.size());
+  for (auto& c : choices_) {
+    if (!c->finished) return false;
+  }
+  for (auto& c : choices_) {
+    if (c->finish == FinishReason::kError || c->finish == FinishReason::kCancelled) {
+      emit(ServerError(c->finish == FinishReason::kError
+                           ? "generation failed: " + ForClient(c->error)
+                           : "the request was cancelled")
+               .Body());
+      *out += "data: [DONE]\n\n";
+      sent_done_ = true;
+      return true;
+    }
+  }
+  if (params_.include_usage) {
     emit({{"id", id_text_},
           {"object",
            params_.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion"},

@@ -1,8 +1,11 @@
 // One /v1/completions or /v1/chat/completions request from submission to its last byte:
-// builds the prompt (chat messages through the model's chat template), submits it to the
-// GroupRouter (which picks the DP group), and turns its TokenEvents into the OpenAI response, whole
-// (Collect) or as server-sent events (NextSse). Independent of the HTTP library. Thread safety: one
-// session per HTTP request, used by one thread at a time; the ServeContext must outlive it.
+// builds the prompt (chat messages and tools through the model's chat template), submits one
+// engine request per choice (n) to the GroupRouter (which picks the DP group), and turns their
+// TokenEvents into the OpenAI response, whole (Collect) or as server-sent events (NextSse).
+// Chat output is split into reasoning, content and tool calls by ChatOutput
+// (docs/serving-api.md, "Tool calls", "Reasoning", "Structured outputs"). Independent of the
+// HTTP library. Thread safety: one session per HTTP request, used by one thread at a time; the
+// ServeContext must outlive it.
 #pragma once
 
 #include <atomic>
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "runtime/engine_worker.h"
+#include "serve/chat_output.h"
 #include "serve/group_router.h"
 #include "serve/openai_request.h"
 #include "serve/output_text.h"
@@ -37,6 +41,15 @@ struct ServeContext {
   std::atomic<int> num_sessions{0};   // CompletionSessions alive (responses not yet sent)
   int max_sessions = 0;               // > 0: more at once get 429
   std::atomic<bool> draining{false};  // shutting down: new requests get 503
+  // How the model writes tool calls and reasoning (serve --tool-call-format, --reasoning-parser).
+  ToolCallFormat tool_format = ToolCallFormat::kNone;
+  enum class Reasoning { kNone, kDeepSeekR1, kDeepSeekV3 } reasoning = Reasoning::kNone;
+  // Tests only (serve --scripted-outputs): a chat request whose last message contains `when`
+  // gets exactly `output`'s tokens (then EOS) from the engine, whatever the weights say.
+  struct ScriptedOutput {
+    std::string when, output;
+  };
+  std::vector<ScriptedOutput> scripted_outputs;
 };
 
 class CompletionSession {
@@ -54,40 +67,51 @@ class CompletionSession {
   void Cancel();
 
  private:
-  CompletionSession(ServeContext& ctx, CompletionParams params, std::vector<int32_t> prompt);
-  struct Piece {
-    std::string text;
-    std::vector<const TokenEvent*> tokens;  // tokens whose logprobs / ids go with the text
+  // One choice: its engine request and what it produced so far.
+  struct Choice {
+    int index = 0;
+    std::shared_ptr<RequestStream> stream = std::make_shared<RequestStream>();
+    EngineRequest request;                 // as submitted (a retry submits it again)
+    RoutedRequest routed;                  // group and engine id; group -1 before submission
+    std::unique_ptr<OutputText> text_out;  // completions
+    std::unique_ptr<ChatOutput> chat_out;  // chat
+    std::deque<TokenEvent> events;         // every event so far (pending_tokens point into it)
+    std::vector<const TokenEvent*> pending_tokens;  // not yet sent with a chunk
+    std::vector<int32_t> token_ids;
+    std::string text;  // completions: everything given out
+    int64_t cached_tokens = 0;
+    FinishReason finish = FinishReason::kNone;
+    std::string error;
+    bool finished = false, sent_role = false, sent_finish = false;
+    int retries = 0;
+    std::chrono::steady_clock::time_point last_event, last_token;
   };
-  // Folds one event into the output; returns false when it ends the request.
-  bool Consume(const TokenEvent& ev, Piece* piece);
+  CompletionSession(ServeContext& ctx, CompletionParams params, std::vector<int32_t> prompt);
+  Choice& NewChoice(int index);
+  // Folds one event into c; *out gets the SSE chunks it makes (streaming) or nothing. Returns
+  // false when it ends the choice.
+  bool Consume(Choice& c, const TokenEvent& ev, std::string* out);
+  // The group failed before the choice produced a token: run it on another group.
+  bool Resubmit(Choice& c, const std::string& why);
+  void CancelChoice(Choice& c);
   nlohmann::json Usage() const;
   nlohmann::json Logprobs(const std::vector<const TokenEvent*>& tokens, size_t text_offset) const;
-  nlohmann::json Chunk(const Piece& piece, const char* finish);
-  std::string FinishName() const;
-  // The group failed before the request produced a token: run it on another group.
-  bool Resubmit(const std::string& why);
+  nlohmann::json ChunkEnvelope(nlohmann::json choice, bool with_usage) const;
+  std::string FinishName(const Choice& c) const;
+  nlohmann::json Message(const Choice& c) const;
+  void EmitChat(Choice& c, const std::vector<ChatDelta>& deltas, const char* finish,
+                std::string* out);
+  void EmitText(Choice& c, const std::string& text, const char* finish, std::string* out);
 
   ServeContext& ctx_;
   CompletionParams params_;
   std::vector<int32_t> prompt_;
-  std::shared_ptr<RequestStream> stream_ = std::make_shared<RequestStream>();
-  EngineRequest request_;  // as submitted (a retry submits it again)
-  RoutedRequest routed_;   // group and engine id; group -1 before submission
-  OutputText output_;
+  std::vector<std::unique_ptr<Choice>> choices_;
   std::string id_text_;
   int64_t created_ = 0;
-  // Progress.
-  std::deque<TokenEvent> events_;  // every event so far (pieces point into it)
-  std::vector<int32_t> token_ids_;
-  std::string text_;  // everything given out
-  int64_t cached_tokens_ = 0;
-  FinishReason finish_ = FinishReason::kNone;
-  std::string error_;
-  bool finished_ = false, sent_role_ = false, sent_done_ = false;
-  int retries_ = 0;
-  std::chrono::steady_clock::time_point last_event_;
-  std::chrono::steady_clock::time_point started_, last_token_;  // latency metrics
+  bool sent_done_ = false;
+  int next_poll_ = 0;                              // streaming: the choice polled first
+  std::chrono::steady_clock::time_point started_;  // latency metrics
 };
 
 }  // namespace epserve::serve

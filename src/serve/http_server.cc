@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "base/json.h"
+#include "serve/chat_prompt.h"
 
 namespace epserve::serve {
 
@@ -179,46 +180,60 @@ void HttpServer::Routes() {
     res.set_content(Json{{"object", "list"}, {"data", Json::array({model})}}.dump(),
                     "application/json");
   });
-  auto completion = [this](Endpoint endpoint) {
-    return [this, endpoint](const httplib::Request& req, httplib::Response& res,
-                            const httplib::ContentReader& content) {
-      if (!IsJson(req))
-        return SendError(res, {.message = "Content-Type must be application/json",
-                               .code = "invalid_content_type"});
-      // The body is read here, bounded whatever the transfer encoding: cpp-httplib enforces
-      // set_payload_max_length for a Content-Length body only, and read a chunked one whole
-      // (100 MB cost 430 MB of memory).
-      std::string body_text;
-      const size_t limit = options_.max_body_bytes;
-      bool too_large = req.get_header_value<uint64_t>("Content-Length") > limit;
-      const bool read = too_large || content([&](const char* data, size_t n) {
-                          if (body_text.size() + n > limit) {
-                            too_large = true;
-                            return false;
-                          }
-                          body_text.append(data, n);
-                          return true;
-                        });
-      if (!read && !too_large)
-        return SendError(res,
-                         {.message = "the request body could not be read", .code = "invalid_body"});
-      if (too_large) {
-        res.set_header("Connection", "close");
-        return SendError(res, {.http_status = 413,
-                               .message = "the request body is larger than --max-body-bytes (" +
-                                          std::to_string(limit) + " bytes)",
-                               .code = "request_too_large"});
-      }
-      // Checked before parsing: a body of 60,000 '[' is valid JSON to the parser, and the
-      // recursive copy of it that followed overflowed the stack (the whole server, exit 139).
-      if (JsonNestingDepth(body_text, options_.max_json_depth) > options_.max_json_depth)
-        return SendError(res, {.message = "the request body nests arrays/objects deeper than " +
-                                          std::to_string(options_.max_json_depth) + " levels",
-                               .code = "json_too_deep"});
-      nlohmann::ordered_json body = nlohmann::ordered_json::parse(body_text, nullptr, false);
-      if (body.is_discarded())
-        return SendError(res,
-                         {.message = "the request body is not valid JSON", .code = "invalid_json"});
+  // Reads a JSON request body into *body, bounded in size and nesting whatever the transfer
+  // encoding; false when it answered the request with an error.
+  auto read_json = [this](const httplib::Request& req, httplib::Response& res,
+                          const httplib::ContentReader& content, nlohmann::ordered_json* body) {
+    if (!IsJson(req)) {
+      SendError(res, {.message = "Content-Type must be application/json",
+                      .code = "invalid_content_type"});
+      return false;
+    }
+    // cpp-httplib enforces set_payload_max_length for a Content-Length body only, and read a
+    // chunked one whole (100 MB cost 430 MB of memory).
+    std::string body_text;
+    const size_t limit = options_.max_body_bytes;
+    bool too_large = req.get_header_value<uint64_t>("Content-Length") > limit;
+    const bool read = too_large || content([&](const char* data, size_t n) {
+                        if (body_text.size() + n > limit) {
+                          too_large = true;
+                          return false;
+                        }
+                        body_text.append(data, n);
+                        return true;
+                      });
+    if (!read && !too_large) {
+      SendError(res, {.message = "the request body could not be read", .code = "invalid_body"});
+      return false;
+    }
+    if (too_large) {
+      res.set_header("Connection", "close");
+      SendError(res, {.http_status = 413,
+                      .message = "the request body is larger than --max-body-bytes (" +
+                                 std::to_string(limit) + " bytes)",
+                      .code = "request_too_large"});
+      return false;
+    }
+    // Checked before parsing: a body of 60,000 '[' is valid JSON to the parser, and the
+    // recursive copy of it that followed overflowed the stack (the whole server, exit 139).
+    if (JsonNestingDepth(body_text, options_.max_json_depth) > options_.max_json_depth) {
+      SendError(res, {.message = "the request body nests arrays/objects deeper than " +
+                                 std::to_string(options_.max_json_depth) + " levels",
+                      .code = "json_too_deep"});
+      return false;
+    }
+    *body = nlohmann::ordered_json::parse(body_text, nullptr, false);
+    if (body->is_discarded()) {
+      SendError(res, {.message = "the request body is not valid JSON", .code = "invalid_json"});
+      return false;
+    }
+    return true;
+  };
+  auto completion = [this, read_json](Endpoint endpoint) {
+    return [this, read_json, endpoint](const httplib::Request& req, httplib::Response& res,
+                                       const httplib::ContentReader& content) {
+      nlohmann::ordered_json body;
+      if (!read_json(req, res, content, &body)) return;
       auto parsed = ParseCompletionRequest(body, endpoint);
       if (auto* e = std::get_if<ApiError>(&parsed)) return SendError(res, *e);
       CompletionParams params = std::move(std::get<CompletionParams>(parsed));
@@ -252,6 +267,51 @@ void HttpServer::Routes() {
   };
   server_->Post("/v1/completions", completion(Endpoint::kCompletions));
   server_->Post("/v1/chat/completions", completion(Endpoint::kChat));
+  // vLLM's /tokenize and /detokenize (also under /v1): the ids a prompt or a chat renders to.
+  auto tokenize = [this, read_json](const httplib::Request& req, httplib::Response& res,
+                                    const httplib::ContentReader& content) {
+    nlohmann::ordered_json body;
+    if (!read_json(req, res, content, &body)) return;
+    auto parsed = ParseTokenizeRequest(body);
+    if (auto* e = std::get_if<ApiError>(&parsed)) return SendError(res, *e);
+    auto built = BuildPrompt(ctx_, std::get<CompletionParams>(parsed));
+    if (auto* e = std::get_if<ApiError>(&built)) return SendError(res, *e);
+    const auto& ids = std::get<std::vector<int32_t>>(built);
+    Json out = {{"count", ids.size()}, {"max_model_len", ctx_.max_model_len}, {"tokens", ids}};
+    if (body.value("return_token_strs", false)) {
+      Json strs = Json::array();
+      for (int32_t id : ids) strs.push_back(ctx_.tokenizer->IdToToken(id));
+      out["token_strs"] = strs;
+    }
+    res.set_content(out.dump(), "application/json");
+  };
+  auto detokenize = [this, read_json](const httplib::Request& req, httplib::Response& res,
+                                      const httplib::ContentReader& content) {
+    nlohmann::ordered_json body;
+    if (!read_json(req, res, content, &body)) return;
+    if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array())
+      return SendError(res,
+                       {.message = "'tokens' must be an array of token ids", .param = "tokens"});
+    for (const auto& [key, value] : body.items())
+      if (key != "tokens" && key != "model" && !value.is_null())
+        return SendError(
+            res, {.message = "'" + key + "' is not supported by this server", .param = key});
+    std::vector<int32_t> ids;
+    for (const auto& t : body["tokens"]) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+          t.get<int64_t>() >= ctx_.tokenizer->vocab_size())
+        return SendError(res, {.message = "'tokens' holds " + t.dump() +
+                                          ", not a token id of this model's vocabulary [0, " +
+                                          std::to_string(ctx_.tokenizer->vocab_size()) + ")",
+                               .param = "tokens"});
+      ids.push_back(t.get<int32_t>());
+    }
+    StatusOr<std::string> text = ctx_.tokenizer->Decode(ids);
+    if (!text.ok()) return SendError(res, {.message = text.status().message(), .param = "tokens"});
+    res.set_content(Json{{"prompt", *text}}.dump(), "application/json");
+  };
+  for (const char* path : {"/v1/tokenize", "/tokenize"}) server_->Post(path, tokenize);
+  for (const char* path : {"/v1/detokenize", "/detokenize"}) server_->Post(path, detokenize);
 }
 
 }  // namespace epserve::serve

@@ -11,6 +11,8 @@
 #include <variant>
 #include <vector>
 
+#include "runtime/logits_processor.h"
+
 namespace epserve::serve {
 
 // An OpenAI-style error: {"error": {"message", "type", "param", "code"}}.
@@ -25,6 +27,12 @@ struct ApiError {
 
 enum class Endpoint { kCompletions, kChat };
 
+// tool_choice: "auto" (the model decides), "none" (tool-call tokens cannot be drawn),
+// "required" (the output is tool calls, enforced by a grammar), or one named function.
+enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
+// response_format: text, any JSON object, or JSON matching a schema (grammar-constrained).
+enum class ResponseFormat { kText, kJsonObject, kJsonSchema };
+
 struct CompletionParams {
   Endpoint endpoint = Endpoint::kCompletions;
   std::string model;  // empty: not given
@@ -32,7 +40,8 @@ struct CompletionParams {
   std::optional<std::string> prompt_text;
   std::vector<int32_t> prompt_ids;
   nlohmann::ordered_json messages;
-  int max_tokens = 16;
+  int max_tokens = 16;  // completions' default (OpenAI's); chat: see kDefaultChatMaxTokens
+  bool max_tokens_set = false;
   float temperature = 1.0f, top_p = 1.0f;
   int top_k = 0;  // 0: all
   std::optional<uint64_t> seed;
@@ -41,10 +50,39 @@ struct CompletionParams {
   bool stream = false, include_usage = false;
   bool ignore_eos = false;        // vLLM's extension
   bool return_token_ids = false;  // vLLM's extension: choices carry "token_ids"
+  int n = 1;  // choices, each its own engine request (seeds seed, seed + 1, ...)
+  float min_p = 0.0f;
+  LogitsAdjustments adjust;       // logit_bias, penalties, min_tokens
+  bool continuous_usage = false;  // stream_options.continuous_usage_stats: usage on every chunk
+  // Chat only.
+  nlohmann::ordered_json tools;  // the request's "tools" as given (null: none)
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_name;  // kNamed
+  bool parallel_tool_calls = true;
+  ResponseFormat response_format = ResponseFormat::kText;
+  nlohmann::ordered_json json_schema;  // kJsonSchema: the schema
+  nlohmann::ordered_json template_kwargs =
+      nlohmann::ordered_json::object();  // chat_template_kwargs
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;  // the last (assistant) message is continued, not closed
+  bool add_special_tokens = true;       // completions prompt text: BOS as the tokenizer adds it
 };
+
+// A chat request without max_tokens may generate up to the rest of the model's context, at
+// most this many tokens (OpenAI's chat default is unbounded; a bound keeps one request from
+// claiming a whole cache pool).
+constexpr int kDefaultChatMaxTokens = 4096;
+
+// Largest n accepted: each choice is a request in the engines.
+constexpr int kMaxChoices = 16;
 
 // `body` is the parsed JSON request.
 std::variant<CompletionParams, ApiError> ParseCompletionRequest(const nlohmann::ordered_json& body,
                                                                 Endpoint endpoint);
+
+// /v1/tokenize: {"prompt": text, "add_special_tokens": bool} or {"messages": [...]} with the
+// chat fields that shape the rendering (tools, chat_template_kwargs, add_generation_prompt,
+// continue_final_message); "model" and "return_token_strs" are allowed too.
+std::variant<CompletionParams, ApiError> ParseTokenizeRequest(const nlohmann::ordered_json& body);
 
 }  // namespace epserve::serve

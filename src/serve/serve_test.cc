@@ -73,14 +73,106 @@ TEST(ParseCompletionRequest, Errors) {
   EXPECT_EQ(ErrorOf(R"({"prompt": "x", "max_tokens": 1.5})").param, "max_tokens");
   EXPECT_EQ(ErrorOf(R"({"prompt": "x", "temperature": -0.1})").param, "temperature");
   EXPECT_EQ(ErrorOf(R"({"prompt": "x", "top_p": 0})").param, "top_p");
-  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "n": 3})").param, "n");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "n": 17})").param, "n");
   EXPECT_EQ(ErrorOf(R"({"prompt": "x", "stop": [1]})").param, "stop");
   EXPECT_EQ(ErrorOf(R"({"prompt": "x", "stream": "yes"})").param, "stream");
   EXPECT_EQ(ErrorOf(R"({"messages": [{"content": "x"}]})", Endpoint::kChat).param, "messages[0]");
   EXPECT_EQ(ErrorOf(R"([1])").http_status, 400);
-  const Json body = ErrorOf(R"({"prompt": "x", "n": 3})").Body();
+  const Json body = ErrorOf(R"({"prompt": "x", "n": 0})").Body();
   EXPECT_EQ(body["error"]["type"], "invalid_request_error");
   EXPECT_TRUE(body["error"]["code"].is_null());
+}
+
+TEST(ParseCompletionRequest, FieldsItDoesNotHonourAreNamed) {
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "best_of": 2})").param, "best_of");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "echo": true})").param, "echo");
+  const ApiError f = ErrorOf(R"({"messages": [{"role": "user", "content": "x"}],
+                                 "functions": [{"name": "f"}]})",
+                             Endpoint::kChat);
+  EXPECT_EQ(f.param, "functions");
+  EXPECT_NE(f.message.find("use 'tools'"), std::string::npos);
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "tools": []})").param, "tools");  // chat only
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "stream_options": {"foo": 1}})").param, "stream_options");
+  // Absent-as-null is absent.
+  auto ok = ParseCompletionRequest(Json::parse(R"({"prompt": "x", "suffix": null})"),
+                                   Endpoint::kCompletions);
+  EXPECT_TRUE(std::holds_alternative<CompletionParams>(ok));
+}
+
+TEST(ParseCompletionRequest, SamplingParameters) {
+  auto r =
+      ParseCompletionRequest(Json::parse(R"({"prompt": "x", "max_tokens": 9, "n": 4, "min_p": 0.1,
+                      "presence_penalty": 0.5, "frequency_penalty": -1, "repetition_penalty": 1.2,
+                      "logit_bias": {"17": -100, "3": 2.5}, "min_tokens": 2,
+                      "stream_options": {"continuous_usage_stats": true}})"),
+                             Endpoint::kCompletions);
+  ASSERT_TRUE(std::holds_alternative<CompletionParams>(r));
+  const CompletionParams& p = std::get<CompletionParams>(r);
+  EXPECT_EQ(p.n, 4);
+  EXPECT_FLOAT_EQ(p.min_p, 0.1f);
+  EXPECT_FLOAT_EQ(p.adjust.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(p.adjust.frequency_penalty, -1.0f);
+  EXPECT_FLOAT_EQ(p.adjust.repetition_penalty, 1.2f);
+  EXPECT_EQ(p.adjust.logit_bias,
+            (std::vector<std::pair<int32_t, float>>{{17, -100.0f}, {3, 2.5f}}));
+  EXPECT_EQ(p.adjust.min_tokens, 2);
+  EXPECT_TRUE(p.continuous_usage);
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "presence_penalty": 3})").param, "presence_penalty");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "repetition_penalty": 0})").param, "repetition_penalty");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "logit_bias": {"a": 1}})").param, "logit_bias");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "logit_bias": {"1": 101}})").param, "logit_bias");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "max_tokens": 3, "min_tokens": 4})").param, "min_tokens");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "min_p": 1.5})").param, "min_p");
+}
+
+TEST(ParseCompletionRequest, ToolsToolChoiceAndResponseFormat) {
+  const std::string tools =
+      R"("tools": [{"type": "function", "function": {"name": "get_weather",
+          "parameters": {"type": "object"}}}])";
+  auto chat = [&](const std::string& more) {
+    return R"({"messages": [{"role": "user", "content": "x"}], )" + more + "}";
+  };
+  auto r = ParseCompletionRequest(Json::parse(chat(tools + R"(, "tool_choice": {"type": "function",
+                       "function": {"name": "get_weather"}}, "parallel_tool_calls": false)")),
+                                  Endpoint::kChat);
+  ASSERT_TRUE(std::holds_alternative<CompletionParams>(r));
+  const CompletionParams& p = std::get<CompletionParams>(r);
+  EXPECT_EQ(p.tool_choice, ToolChoice::kNamed);
+  EXPECT_EQ(p.tool_name, "get_weather");
+  EXPECT_FALSE(p.parallel_tool_calls);
+  EXPECT_EQ(p.tools[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(p.max_tokens, kDefaultChatMaxTokens);  // chat without max_tokens
+  EXPECT_FALSE(p.max_tokens_set);
+  // Without tools the default choice is none; a forced choice needs tools.
+  auto plain = ParseCompletionRequest(Json::parse(chat(R"("n": 1)")), Endpoint::kChat);
+  EXPECT_EQ(std::get<CompletionParams>(plain).tool_choice, ToolChoice::kNone);
+  EXPECT_EQ(ErrorOf(chat(R"("tool_choice": "required")"), Endpoint::kChat).param, "tool_choice");
+  EXPECT_EQ(ErrorOf(chat(tools + R"(, "tool_choice": {"type": "function",
+                                     "function": {"name": "nope"}})"),
+                    Endpoint::kChat)
+                .param,
+            "tool_choice");
+  EXPECT_EQ(ErrorOf(chat(R"("tools": [{"type": "function", "function": {"name": "a b"}}])"),
+                    Endpoint::kChat)
+                .param,
+            "tools");
+  EXPECT_EQ(ErrorOf(chat(R"("tools": [{"type": "code"}])"), Endpoint::kChat).param, "tools");
+  // response_format.
+  auto js = ParseCompletionRequest(
+      Json::parse(chat(R"("response_format": {"type": "json_schema", "json_schema":
+                          {"name": "p", "schema": {"type": "object"}, "strict": true}})")),
+      Endpoint::kChat);
+  ASSERT_TRUE(std::holds_alternative<CompletionParams>(js));
+  EXPECT_EQ(std::get<CompletionParams>(js).response_format, ResponseFormat::kJsonSchema);
+  EXPECT_EQ(ErrorOf(chat(R"("response_format": {"type": "yaml"})"), Endpoint::kChat).param,
+            "response_format");
+  EXPECT_EQ(ErrorOf(chat(R"("response_format": {"type": "json_schema"})"), Endpoint::kChat).param,
+            "response_format");
+  // chat_template_kwargs and continue_final_message.
+  EXPECT_EQ(ErrorOf(chat(R"("chat_template_kwargs": {"messages": []})"), Endpoint::kChat).param,
+            "chat_template_kwargs");
+  EXPECT_EQ(ErrorOf(chat(R"("continue_final_message": true)"), Endpoint::kChat).param,
+            "continue_final_message");  // the last message is the user's
 }
 
 TEST(ParseCompletionRequest, Values) {

@@ -41,9 +41,11 @@ open(f"{w}/deep_objects.json", "w").write(
 # Brackets inside strings are text, not nesting: a prompt of 2,000 "[" is served.
 open(f"{w}/brackets_in_string.json", "w").write(
     json.dumps({"prompt": "[" * 2000 + "{", "max_tokens": 2}))
-# At the limit (64 levels counting the body's own object) an unknown field is accepted.
+# At the limit (64 levels counting the body's own object) a chat template variable holding
+# arrays 62 deep is accepted (chat_template_kwargs: an object of any values).
 open(f"{w}/at_limit.json", "w").write(
-    '{"x": ' + deep(63, "") + ', "prompt": "hi", "max_tokens": 2}')
+    '{"chat_template_kwargs": {"x": ' + deep(62, "") + '}, "max_tokens": 2, '
+    '"messages": [{"role": "user", "content": "hi"}]}')
 open(f"{w}/over_limit.json", "w").write(
     '{"x": ' + deep(64, "") + ', "prompt": "hi", "max_tokens": 2}')
 PYEOF
@@ -52,7 +54,7 @@ expect_file 400 /v1/completions "$WORK/deep_completion.json" json_too_deep
 expect_file 400 /v1/chat/completions "$WORK/deep_chat.json" json_too_deep
 expect_file 400 /v1/completions "$WORK/deep_objects.json" json_too_deep
 expect_file 400 /v1/completions "$WORK/over_limit.json" json_too_deep
-expect_file 200 /v1/completions "$WORK/at_limit.json"
+expect_file 200 /v1/chat/completions "$WORK/at_limit.json"
 expect_file 200 /v1/completions "$WORK/brackets_in_string.json"
 # A body over --max-body-bytes (1 MiB by default) is refused with 413 whatever the transfer
 # encoding, without being held in memory: a 50 MB chunked body used to be read whole (+246 MB).
@@ -68,7 +70,7 @@ done
 after=$(rss)
 echo "RSS before/after the 50 MB bodies: $before / $after kB"
 ((after - before < 51200)) || fail "a refused body grew the server by $((after - before)) kB"
-expect_file 200 /v1/completions "$WORK/at_limit.json"
+expect_file 200 /v1/chat/completions "$WORK/at_limit.json"
 
 # 10,000 headers (each line short, which is all cpp-httplib bounded): 431, and still serving.
 $PY -c '
@@ -88,6 +90,6 @@ for _ in 1 2 3 4; do
 done
 wait "${pids[@]}"
 [[ $(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "$BASE/health") == 200 ]] || fail "/health after the deep bodies"
-expect_file 200 /v1/completions "$WORK/at_limit.json"
+expect_file 200 /v1/chat/completions "$WORK/at_limit.json"
 stop_server
 echo "serve.hostile: ok"

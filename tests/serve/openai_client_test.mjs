@@ -48,5 +48,5 @@ assert.equal(chatText, chat.choices[0].message.content);
 
 // Errors surface as the client's typed errors.
 await assert.rejects(client.completions.create({ ...req, model: "no-such-model" }), (e) => e.status === 404);
-await assert.rejects(client.completions.create({ ...req, n: 2 }), (e) => e.status === 400 && /n = 1/.test(e.message));
+await assert.rejects(client.completions.create({ ...req, n: 17 }), (e) => e.status === 400 && /'n'/.test(e.message));
 console.log(`serve.openai_client: ok (${JSON.stringify(streamed)})`);

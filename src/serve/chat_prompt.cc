@@ -1,0 +1,165 @@
+#include "serve/chat_prompt.h"
+
+#include <cstdio>
+
+#include "grammar/grammar.h"
+
+namespace epserve::serve {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+bool ThinkingAsked(const CompletionParams& p) {
+  const Json& kw = p.template_kwargs;
+  for (const char* key : {"thinking", "enable_thinking"})
+    if (kw.contains(key) && kw[key].is_boolean() && kw[key].get<bool>()) return true;
+  return false;
+}
+
+// The id of a token that is one added token, else -1.
+int32_t SingleToken(const text::Tokenizer& tok, const char* text) { return tok.TokenToId(text); }
+
+}  // namespace
+
+std::variant<std::vector<int32_t>, ApiError> BuildPrompt(const ServeContext& ctx,
+                                                         const CompletionParams& p) {
+  const text::Tokenizer& tok = *ctx.tokenizer;
+  if (p.endpoint != Endpoint::kChat) {
+    if (!p.prompt_text) return p.prompt_ids;
+    StatusOr<std::vector<int32_t>> ids =
+        tok.Encode(*p.prompt_text, {.add_special_tokens = p.add_special_tokens});
+    if (!ids.ok()) return ApiError{.message = ids.status().message(), .param = "prompt"};
+    return std::move(*ids);
+  }
+  if (ctx.chat_template == nullptr)
+    return ApiError{.message = "the model has no chat template", .param = "messages"};
+  Json context = p.template_kwargs;  // the request's own variables first; ours win
+  context["messages"] = p.messages;
+  context["add_generation_prompt"] = p.add_generation_prompt;
+  context["bos_token"] = tok.bos_token();
+  context["eos_token"] = tok.eos_token();
+  context["tools"] = p.tools;  // as the client sent them (null: none), as transformers passes
+  StatusOr<std::string> rendered = ctx.chat_template->Render(context);
+  if (!rendered.ok()) {
+    // The template's errors begin with where it lives on this server
+    // ("/srv/m/tokenizer_config.json: chat_template:3:204: ..."): the log gets the whole
+    // message, the client the part after the path.
+    const std::string& full = rendered.status().message();
+    std::fprintf(stderr, "epserve: chat template error: %s\n", full.c_str());
+    const size_t at = full.find("chat_template");
+    return ApiError{
+        .message = at == std::string::npos ? "the chat template failed" : full.substr(at),
+        .param = "messages"};
+  }
+  std::string text = std::move(*rendered);
+  if (p.continue_final_message) {
+    // As transformers does: cut the rendering right after the final message's content, so
+    // whatever the template closes a turn with (<｜end▁of▁sentence｜>) is not there.
+    const std::string last = p.messages.back()["content"].get<std::string>();
+    const size_t at = last.empty() ? std::string::npos : text.rfind(last);
+    if (at == std::string::npos)
+      return ApiError{.message =
+                          "continue_final_message: the chat template does not render the "
+                          "final message's content verbatim",
+                      .param = "continue_final_message"};
+    text.resize(at + last.size());
+  }
+  StatusOr<std::vector<int32_t>> ids = tok.Encode(text);  // the template emits BOS
+  if (!ids.ok()) return ApiError{.message = ids.status().message(), .param = "messages"};
+  return std::move(*ids);
+}
+
+ChatOutputOptions OutputOptions(const ServeContext& ctx, const CompletionParams& p) {
+  ChatOutputOptions o;
+  o.stop = p.stop;
+  if (!p.tools.is_null() && p.tool_choice != ToolChoice::kNone) o.tools = ctx.tool_format;
+  switch (ctx.reasoning) {
+    case ServeContext::Reasoning::kNone:
+      break;
+    case ServeContext::Reasoning::kDeepSeekR1:  // the template opens <think> in the prompt
+      o.reasoning = ReasoningMode::kStartsInReasoning;
+      break;
+    case ServeContext::Reasoning::kDeepSeekV3:  // V3.1: thinks only when asked
+      o.reasoning = ThinkingAsked(p) ? ReasoningMode::kStartsInReasoning : ReasoningMode::kNone;
+      break;
+  }
+  if (p.continue_final_message) o.reasoning = ReasoningMode::kNone;
+  return o;
+}
+
+std::variant<Constraint, ApiError> MakeConstraint(const ServeContext& ctx,
+                                                  const CompletionParams& p) {
+  Constraint c;
+  if (p.endpoint != Endpoint::kChat) return c;
+  const text::Tokenizer& tok = *ctx.tokenizer;
+  const Json& last = p.messages.back();
+  if (!ctx.scripted_outputs.empty() && last.contains("content") && last["content"].is_string()) {
+    const std::string said = last["content"].get<std::string>();
+    for (const ServeContext::ScriptedOutput& script : ctx.scripted_outputs) {
+      if (said.find(script.when) == std::string::npos) continue;
+      StatusOr<std::vector<int32_t>> ids = tok.Encode(script.output);
+      if (!ids.ok()) return ApiError{.message = ids.status().message(), .param = "messages"};
+      c.spec = Json{{"type", "script"}, {"tokens", *ids}}.dump();
+      return c;
+    }
+  }
+  const char* kCallsBegin = "<｜tool▁calls▁begin｜>";
+  const char* kCallBegin = "<｜tool▁call▁begin｜>";
+  if (p.tool_choice == ToolChoice::kNone || p.tools.is_null()) {
+    for (const char* t : {kCallsBegin, kCallBegin})
+      if (int32_t id = SingleToken(tok, t); id >= 0) c.banned.push_back(id);
+  }
+  Json spec;
+  if (p.response_format == ResponseFormat::kJsonObject) {
+    spec = {{"type", "json_object"}};
+  } else if (p.response_format == ResponseFormat::kJsonSchema) {
+    StatusOr<std::shared_ptr<const grammar::Grammar>> g = grammar::CompileJsonSchema(p.json_schema);
+    if (!g.ok())
+      return ApiError{.message = "response_format.json_schema.schema: " + g.status().message(),
+                      .param = "response_format"};
+    spec = {{"type", "json_schema"}, {"schema", p.json_schema}};
+  } else if (p.tool_choice == ToolChoice::kRequired || p.tool_choice == ToolChoice::kNamed) {
+    if (ctx.tool_format == ToolCallFormat::kNone)
+      return ApiError{.message =
+                          "tool_choice: the server does not know how this model writes "
+                          "tool calls (start it with --tool-call-format)",
+                      .param = "tool_choice"};
+    Json tools = Json::array();
+    for (size_t i = 0; i < p.tools.size(); ++i) {
+      const Json& f = p.tools[i]["function"];
+      const std::string name = f["name"].get<std::string>();
+      if (p.tool_choice == ToolChoice::kNamed && name != p.tool_name) continue;
+      Json params = f.contains("parameters") && f["parameters"].is_object()
+                        ? f["parameters"]
+                        : Json{{"type", "object"}};
+      StatusOr<std::shared_ptr<const grammar::Grammar>> g = grammar::CompileJsonSchema(params);
+      if (!g.ok())
+        return ApiError{.message = "tools[" + std::to_string(i) +
+                                   "].function.parameters: " + g.status().message(),
+                        .param = "tools"};
+      tools.push_back({{"name", name}, {"parameters", params}});
+    }
+    spec = {{"type", "tool_calls"},
+            {"format",
+             ctx.tool_format == ToolCallFormat::kDeepSeekV31 ? "deepseek_v31" : "deepseek_v3"},
+            {"tools", tools},
+            {"parallel", p.parallel_tool_calls && p.tool_choice == ToolChoice::kRequired}};
+  } else {
+    return c;
+  }
+  // While the model reasons, the constraint waits for the end of the reasoning.
+  if (OutputOptions(ctx, p).reasoning == ReasoningMode::kStartsInReasoning) {
+    const int32_t end = SingleToken(tok, "</think>");
+    if (end < 0)
+      return ApiError{.message =
+                          "structured output after reasoning needs </think> to be one "
+                          "token of the tokenizer",
+                      .param = "response_format"};
+    spec["after_token"] = end;
+  }
+  c.spec = spec.dump();
+  return c;
+}
+
+}  // namespace epserve::serve
