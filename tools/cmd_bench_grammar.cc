@@ -13,6 +13,8 @@
 #include "base/percentile.h"
 #include "grammar/grammar.h"
 #include "grammar/sampling.h"
+#include "runtime/constrained_bench.h"
+#include "runtime/loaded_model.h"
 #include "text/tokenizer.h"
 #include "tools/command.h"
 #include "tools/flag_checks.h"
@@ -29,6 +31,9 @@ struct BenchGrammarFlags {
   int model_vocab = 129280;
   std::string whitespace = "single";
   bool json = false;
+  // Engine decode steps with and without constraints (runtime/constrained_bench.h).
+  std::string model;
+  int batch = 8, engine_tokens = 128, rounds = 3, threads = 0;
 };
 
 double Seconds(std::chrono::steady_clock::time_point t0) {
@@ -59,6 +64,39 @@ nlohmann::ordered_json ToJson(const Summary& s) {
           {"p99_us", s.p99},
           {"max_us", s.max},
           {"mean_us", s.mean}};
+}
+
+// The same schemas in the engine: decode steps of --batch sampled requests on --model, with and
+// without their constraint, rounds alternating.
+StatusOr<nlohmann::ordered_json> EngineSteps(const BenchGrammarFlags& f,
+                                             const std::vector<nlohmann::ordered_json>& schemas) {
+  ASSIGN_OR_RETURN(auto loaded, LoadModel(f.model, {}));
+  ASSIGN_OR_RETURN(std::unique_ptr<text::Tokenizer> tok, text::Tokenizer::Load(f.model));
+  ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
+  Model model(loaded->config, *loaded->weights, pool);
+  ConstrainedBenchOptions o{.batch = f.batch, .max_tokens = f.engine_tokens, .rounds = f.rounds};
+  for (const auto& sc : schemas) o.schemas.push_back(sc.dump());
+  ASSIGN_OR_RETURN(
+      ConstrainedBenchResult r,
+      RunConstrainedBench(model, std::shared_ptr<const text::Tokenizer>(std::move(tok)), o));
+  auto mode = [](int64_t steps, int64_t tokens, double step_s, double token_s) {
+    return nlohmann::ordered_json{{"steps", steps},
+                                  {"tokens", tokens},
+                                  {"step_ms", step_s * 1e3},
+                                  {"token_us", token_s * 1e6}};
+  };
+  nlohmann::ordered_json j;
+  j["model"] = f.model;
+  j["vocab_size"] = loaded->config.vocab_size;
+  j["batch"] = f.batch;
+  j["tokens_per_request"] = f.engine_tokens;
+  j["rounds"] = f.rounds;
+  j["free"] = mode(r.free_steps, r.free_tokens, r.free_step_s, r.free_token_s);
+  j["constrained"] =
+      mode(r.constrained_steps, r.constrained_tokens, r.constrained_step_s, r.constrained_token_s);
+  j["token_overhead_pct"] =
+      r.free_token_s > 0 ? 100.0 * (r.constrained_token_s / r.free_token_s - 1) : 0.0;
+  return j;
 }
 
 Status RunBenchGrammar(const BenchGrammarFlags& flags) {
@@ -128,6 +166,10 @@ Status RunBenchGrammar(const BenchGrammarFlags& flags) {
                 closing = Summarize(closing_us), accept = Summarize(accept_us),
                 compile = Summarize(compile_ms);
   const double hit_rate = 100.0 * static_cast<double>(hits) / std::max<int64_t>(1, hits + misses);
+  nlohmann::ordered_json engine;
+  if (!f.model.empty()) {
+    ASSIGN_OR_RETURN(engine, EngineSteps(f, schemas));
+  }
   if (f.json) {
     nlohmann::ordered_json j;
     j["tokenizer"] = f.tokenizer;
@@ -147,6 +189,7 @@ Status RunBenchGrammar(const BenchGrammarFlags& flags) {
     j["closing_mask"] = ToJson(closing);
     j["accept_token"] = ToJson(accept);
     j["cache_hit_rate_pct"] = hit_rate;
+    if (!engine.is_null()) j["engine"] = engine;
     std::printf("%s\n", j.dump(2).c_str());
     return Status::Ok();
   }
@@ -174,6 +217,21 @@ Status RunBenchGrammar(const BenchGrammarFlags& flags) {
                 s.mean);
   }
   std::printf("mask cache hit rate: %.1f%%\n", hit_rate);
+  if (!engine.is_null()) {
+    std::printf(
+        "engine decode steps (%s, vocab %d, batch %d, %d tokens each, %d rounds, "
+        "temperature 1):\n",
+        f.model.c_str(), engine["vocab_size"].get<int>(), f.batch, f.engine_tokens, f.rounds);
+    for (const char* name : {"free", "constrained"}) {
+      const auto& m = engine[name];
+      std::printf("  %-12s %6lld steps %8lld tokens %9.3f ms/step %9.1f us/token\n", name,
+                  static_cast<long long>(m["steps"].get<int64_t>()),
+                  static_cast<long long>(m["tokens"].get<int64_t>()), m["step_ms"].get<double>(),
+                  m["token_us"].get<double>());
+    }
+    std::printf("  constraint overhead per token: %+.1f%%\n",
+                engine["token_overhead_pct"].get<double>());
+  }
   return Status::Ok();
 }
 
@@ -203,6 +261,21 @@ void AddBenchGrammarCommand(CLI::App* bench, CommandContext& ctx) {
       ->check(CLI::IsMember({"single", "none", "pretty"}))
       ->capture_default_str();
   cmd->add_flag("--json", f->json, "print one JSON object instead of the table");
+  cmd->add_option("--model", f->model,
+                  "also time engine decode steps with and without the constraints on this model "
+                  "(its tokenizer must be its vocabulary: make-model --tokenizer DIR)")
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--batch", f->batch, "--model: requests decoding together")
+      ->check(IntRange(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--engine-tokens", f->engine_tokens, "--model: tokens per request")
+      ->check(IntRange(2, 100000))
+      ->capture_default_str();
+  cmd->add_option("--rounds", f->rounds, "--model: rounds, each running both modes")
+      ->check(IntRange(1, 100))
+      ->capture_default_str();
+  cmd->add_option("--threads", f->threads, "--model: compute threads (0: all cores)")
+      ->check(IntRange(0, 4096));
   cmd->callback([f, &ctx] {
     Status st = RunBenchGrammar(*f);
     if (!st.ok()) ReportError(ctx, st.message());

@@ -16,28 +16,56 @@ Sampler::Kept Sampler::KeepNucleus(const float* logits, int vocab) {
   const float mx = logits[ArgMax(logits, vocab)];
   probs_.resize(vocab);
   Kept k;
+  double total = 0.0;
   for (int i = 0; i < vocab; ++i) {
-    const float p = std::exp((logits[i] - mx) / opt_.temperature);
+    const float p = std::exp((logits[i] - mx) / opt_.temperature);  // the likeliest: 1
     probs_[i] = {p, i};
-    k.sum += p;
+    total += p;
   }
-  std::sort(probs_.begin(), probs_.end(), [](const auto& a, const auto& b) {
+  const size_t n = probs_.size();
+  const bool top_k = opt_.top_k > 0 && static_cast<size_t>(opt_.top_k) < n;
+  if (!top_k && opt_.min_p <= 0.0f && opt_.top_p >= 1.0f) {
+    // Nothing is cut: every token keeps its weight, in id order. No sort: at DeepSeek's
+    // 129,280 ids a full sort cost ~20 ms per token.
+    k.count = n;
+    k.sum = total;
+    k.mass = 1.0;
+    return k;
+  }
+  auto more_likely = [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
-  });
-  // Nucleus: the shortest prefix whose mass reaches top_p.
-  size_t limit = opt_.top_k > 0 ? std::min<size_t>(opt_.top_k, probs_.size()) : probs_.size();
-  while (limit > 1 && probs_[limit - 1].first <= 0.0f) --limit;  // masked (-inf) tokens
-  if (opt_.min_p > 0.0f) {  // min-p: relative to the likeliest token (probs_[0])
-    const float floor = opt_.min_p * probs_[0].first;
-    size_t keep = 1;
-    while (keep < limit && probs_[keep].first >= floor) ++keep;
-    limit = keep;
+  };
+  // The kept set is a prefix of the tokens sorted by likelihood: the top k, those at least
+  // min_p times the likeliest (weight 1), never a masked (-inf, weight 0) one.
+  size_t range = n;  // the kept tokens are among probs_[0, range)
+  if (opt_.min_p > 0.0f)
+    range = std::partition(probs_.begin(), probs_.end(),
+                           [&](const auto& x) { return x.first >= opt_.min_p; }) -
+            probs_.begin();
+  else
+    range = std::partition(probs_.begin(), probs_.end(),
+                           [](const auto& x) { return x.first > 0.0f; }) -
+            probs_.begin();
+  range = std::max<size_t>(range, 1);
+  size_t limit = top_k ? std::min<size_t>(opt_.top_k, range) : range;
+  // Sort as much of the prefix as the nucleus needs (the first `sorted` are in order): all
+  // of it with top-k (its renormalizer is the top k's weight), else a growing prefix until its
+  // mass reaches top_p.
+  size_t sorted = top_k || opt_.top_p >= 1.0f ? limit : std::min<size_t>(limit, 64);
+  double range_sum = 0.0;
+  for (size_t i = 0; i < range; ++i) range_sum += probs_[i].first;
+  for (;;) {
+    std::partial_sort(probs_.begin(), probs_.begin() + sorted, probs_.begin() + range,
+                      more_likely);
+    if (sorted == limit) break;
+    double mass = 0.0;
+    for (size_t i = 0; i < sorted; ++i) mass += probs_[i].first;
+    if (mass / range_sum >= opt_.top_p) break;  // the nucleus ends inside the sorted prefix
+    sorted = std::min(limit, sorted * 8);
   }
-  if (limit < probs_.size()) {  // renormalise over the tokens kept
-    k.sum = 0.0;
-    for (size_t i = 0; i < limit; ++i) k.sum += probs_[i].first;
-  }
-  while (k.count < limit) {
+  k.sum = 0.0;
+  for (size_t i = 0; i < limit; ++i) k.sum += probs_[i].first;
+  while (k.count < sorted) {
     k.mass += probs_[k.count++].first / k.sum;
     if (k.mass >= opt_.top_p) break;
   }
@@ -49,11 +77,14 @@ int32_t Sampler::Sample(const float* logits, int vocab) {
   const Kept k = KeepNucleus(logits, vocab);
   double r = std::uniform_real_distribution<double>(0.0, k.mass)(rng_);
   double acc = 0.0;
+  int32_t last = probs_[0].second;
   for (size_t i = 0; i < k.count; ++i) {
+    if (probs_[i].first <= 0.0f) continue;
     acc += probs_[i].first / k.sum;
-    if (r < acc) return probs_[i].second;
+    last = probs_[i].second;
+    if (r < acc) return last;
   }
-  return probs_[k.count - 1].second;
+  return last;
 }
 
 void Sampler::Distribution(const float* logits, int vocab, std::vector<float>* p) {
