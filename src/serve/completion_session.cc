@@ -85,6 +85,7 @@ std::variant<std::unique_ptr<CompletionSession>, ApiError> CompletionSession::St
                               .logprobs = p.logprobs};
     for (int32_t id : con.banned)
       c.request.adjust.logit_bias.emplace_back(id, -std::numeric_limits<float>::infinity());
+    if (i > 0) continue;  // SubmitOthers, once the prompt is cached
     StatusOr<RoutedRequest> routed = ctx.router->Submit(c.request, c.stream);
     if (!routed.ok()) {
       if (routed.status().code() == StatusCode::kUnavailable)
@@ -93,7 +94,28 @@ std::variant<std::unique_ptr<CompletionSession>, ApiError> CompletionSession::St
     }
     c.routed = *routed;
   }
+  s->others_submitted_ = p.n == 1;
   return s;
+}
+
+void CompletionSession::SubmitOthers() {
+  if (others_submitted_) return;
+  const Choice& first = *choices_[0];
+  if (first.token_ids.empty() && !first.finished) return;
+  others_submitted_ = true;
+  for (size_t i = 1; i < choices_.size(); ++i) {
+    Choice& c = *choices_[i];
+    c.last_event = std::chrono::steady_clock::now();
+    StatusOr<RoutedRequest> routed =
+        ctx_.router->Submit(c.request, c.stream, /*exclude=*/-1, /*prefer=*/first.routed.group);
+    if (routed.ok()) {
+      c.routed = *routed;
+      continue;
+    }
+    c.finished = true;
+    c.finish = FinishReason::kError;
+    c.error = routed.status().message();
+  }
 }
 
 CompletionSession::CompletionSession(ServeContext& ctx, CompletionParams params,
@@ -303,6 +325,7 @@ std::variant<Json, ApiError> CompletionSession::Collect() {
         c.events.push_back(std::move(ev));
         if (!Consume(c, c.events.back(), nullptr)) break;
       }
+      SubmitOthers();
     }
     if (c.finish == FinishReason::kError)
       return ServerError("generation failed: " + ForClient(c.error));
@@ -428,7 +451,7 @@ bool CompletionSession::NextSse(std::string* out, std::chrono::milliseconds wait
     }
   std::vector<Choice*> open;
   for (auto& c : choices_)
-    if (!c->finished) open.push_back(c.get());
+    if (!c->finished && (c->index == 0 || others_submitted_)) open.push_back(c.get());
   const auto share = std::max(std::chrono::milliseconds(1),
                               wait / static_cast<int>(std::max<size_t>(1, open.size())));
   for (size_t k = 0; k < open.size(); ++k) {
@@ -448,6 +471,7 @@ bool CompletionSession::NextSse(std::string* out, std::chrono::milliseconds wait
       if (!Consume(c, c.events.back(), out)) break;
     }
   }
+  SubmitOthers();
   next_poll_ = open.empty() ? 0 : (next_poll_ + 1) % static_cast<int>(open.size());
   for (auto& c : choices_) {
     if (!c->finished) return false;

@@ -88,6 +88,9 @@ class CompletionSession {
   };
   CompletionSession(ServeContext& ctx, CompletionParams params, std::vector<int32_t> prompt);
   Choice& NewChoice(int index);
+  // n > 1: choices 1.. are submitted once choice 0 has its first token (its prompt's blocks are
+  // then in the group's prefix cache), to choice 0's group.
+  void SubmitOthers();
   // Folds one event into c; *out gets the SSE chunks it makes (streaming) or nothing. Returns
   // false when it ends the choice.
   bool Consume(Choice& c, const TokenEvent& ev, std::string* out);
@@ -110,6 +113,7 @@ class CompletionSession {
   std::string id_text_;
   int64_t created_ = 0;
   bool sent_done_ = false;
+  bool others_submitted_ = true;  // n > 1: SubmitOthers has run
   int next_poll_ = 0;                              // streaming: the choice polled first
   std::chrono::steady_clock::time_point started_;  // latency metrics
 };

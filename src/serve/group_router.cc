@@ -96,7 +96,8 @@ Status GroupRouter::WaitUntilUp(std::chrono::milliseconds timeout) {
 }
 
 StatusOr<RoutedRequest> GroupRouter::Submit(const EngineRequest& request,
-                                            std::shared_ptr<RequestStream> stream, int exclude) {
+                                            std::shared_ptr<RequestStream> stream, int exclude,
+                                            int prefer) {
   std::vector<bool> tried(groups_.size(), false);
   if (exclude >= 0 && exclude < num_groups()) {
     tried[exclude] = true;
@@ -112,7 +113,10 @@ StatusOr<RoutedRequest> GroupRouter::Submit(const EngineRequest& request,
       // other's choices (counted only once accepted, 150 at once all went to group 0).
       std::lock_guard<std::mutex> lock(mu_);
       for (size_t g = 0; g < groups_.size(); ++g) usable[g] = up_[g] && !tried[g];
-      d = policy_->Choose(request.prompt, in_flight_, usable);
+      if (prefer >= 0 && prefer < num_groups() && usable[prefer])
+        d = {.group = prefer, .reason = RouteReason::kSibling};
+      else
+        d = policy_->Choose(request.prompt, in_flight_, usable);
       if (d.group >= 0) ++in_flight_[d.group];
     }
     if (d.group < 0) {

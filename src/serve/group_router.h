@@ -67,10 +67,13 @@ class GroupRouter {
   Status WaitUntilUp(std::chrono::milliseconds timeout);
 
   // Routes and submits; on success the request counts as in flight until Finished. `exclude`:
-  // a group not to use (a retry after it failed). Errors: InvalidArgument (the request is bad),
-  // Unavailable (no group up, or every up group refused it).
+  // a group not to use (a retry after it failed); `prefer`: the group to use while it is up
+  // (the other choices of a request with n > 1 go where the first one cached the prompt).
+  // Errors: InvalidArgument (the request is bad), Unavailable (no group up, or every up group
+  // refused it).
   StatusOr<RoutedRequest> Submit(const EngineRequest& request,
-                                 std::shared_ptr<RequestStream> stream, int exclude = -1);
+                                 std::shared_ptr<RequestStream> stream, int exclude = -1,
+                                 int prefer = -1);
   void Cancel(const RoutedRequest& r, FinishReason count_as);
   // The request's last event arrived (or it was abandoned): `reason` is what its client was told.
   void Finished(const RoutedRequest& r, FinishReason reason);

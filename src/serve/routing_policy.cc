@@ -40,6 +40,8 @@ const char* RouteReasonName(RouteReason reason) {
       return "round_robin";
     case RouteReason::kLeastLoad:
       return "least_load";
+    case RouteReason::kSibling:
+      return "sibling";
   }
   return "?";
 }

@@ -58,8 +58,11 @@ struct RoutingOptions {
   Status Validate() const;
 };
 
-enum class RouteReason { kCacheHit, kCacheMiss, kBalance, kRoundRobin, kLeastLoad };
-// "cache_hit", "cache_miss", "balance", "round_robin", "least_load" (metric labels).
+// kSibling: another choice (n > 1) of the same request runs on that group (its prompt is cached
+// there).
+enum class RouteReason { kCacheHit, kCacheMiss, kBalance, kRoundRobin, kLeastLoad, kSibling };
+// "cache_hit", "cache_miss", "balance", "round_robin", "least_load", "sibling" (metric
+// labels).
 const char* RouteReasonName(RouteReason reason);
 
 struct RouteDecision {

@@ -16,6 +16,7 @@ import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { z } from "zod";
 
 const [base, model, apiKey] = process.argv.slice(2);
+const serverUrl = base;
 const client = new OpenAI({ baseURL: `${base}/v1`, apiKey, timeout: 30000, maxRetries: 0 });
 const ajv = new Ajv({ strict: false, validateSchema: false });
 const post = async (path, body) => {
@@ -221,6 +222,20 @@ for (const [i, schema] of schemas.entries()) {
   assert.ok(new Set(n3.choices.map((c) => c.token_ids.join())).size > 1, "choices differ");
   assert.equal(n3.usage.completion_tokens, 24);
   await assert.rejects(client.completions.create({ ...base, n: 99 }), (e) => e.status === 400 && /'n'/.test(e.message));
+  // The choices share the prompt's cache: choices 1 and 2 start once choice 0 has cached it.
+  const hits = async () => (await (await fetch(`${serverUrl}/metrics`)).text()).split("\n")
+    .filter((l) => l.startsWith("epserve:prefix_cache_hits_total")).reduce((a, l) => a + Number(l.trim().split(/\s+/).pop()), 0);
+  const longPrompt = "N3TEST the quick brown fox jumps over the lazy dog. ".repeat(30);
+  const before = await hits();
+  const shared = await client.completions.create({ model, prompt: longPrompt, n: 3, max_tokens: 2, temperature: 1, seed: 8 });
+  assert.ok(shared.usage.prompt_tokens > 130, `${shared.usage.prompt_tokens}`);
+  assert.ok((await hits()) - before >= 2 * 128, `prefix cache hits grew by ${(await hits()) - before}`);
+  let streamedChoices = new Set();
+  for await (const c of await client.completions.create({ model, prompt: longPrompt + "again", n: 3, max_tokens: 3,
+                                                           temperature: 1, seed: 9, stream: true })) {
+    for (const ch of c.choices) streamedChoices.add(ch.index);
+  }
+  assert.deepEqual([...streamedChoices].sort(), [0, 1, 2]);
   // min_p 1 keeps only the likeliest token: sampling at temperature 1.5 is greedy.
   const minp = await client.completions.create({ ...base, temperature: 1.5, seed: 3, min_p: 1 });
   assert.deepEqual(minp.choices[0].token_ids, greedy);
