@@ -143,6 +143,20 @@ async function streamChat(req) {
   assert.ok(!none.choices[0].token_ids.includes(id[0]), JSON.stringify(none.choices[0]));
 }
 
+{
+  // A call without a name is dropped, and then there is no empty tool_calls list and no
+  // finish_reason "tool_calls".
+  const r = await client.chat.completions.create({ model, messages: user("BROKEN_CALL"), tools: [weather] });
+  assert.equal(r.choices[0].message.tool_calls, undefined);
+  assert.equal(r.choices[0].finish_reason, "stop");
+  // Reasoning cut by max_tokens: all of it is reasoning, finish_reason "length".
+  const cut = await client.chat.completions.create({ model, messages: user("THINK_THEN_ANSWER"), max_tokens: 4,
+                                                     chat_template_kwargs: { thinking: true } });
+  assert.equal(cut.choices[0].finish_reason, "length");
+  assert.ok(cut.choices[0].message.reasoning_content.length > 0);
+  assert.equal(cut.choices[0].message.content, "");
+}
+
 // --- Forced tool calls: sampled from the random model, held to the grammar -----------------
 for (const seed of [1, 2, 3]) {
   const r = await client.chat.completions.create({ model, messages: user("whatever you like"), tools: [weather, time],
