@@ -317,13 +317,14 @@ Status RunServe(const ServeFlags& f) {
   if (api_key.empty() && std::getenv("EPSERVE_API_KEY") != nullptr)
     api_key = std::getenv("EPSERVE_API_KEY");
   serve::HttpServer server(
-      ctx, {.host = f.host,
-            .port = f.port,
-            .api_key = api_key,
-            .max_body_bytes = static_cast<size_t>(f.max_body_bytes),
-            .num_threads = f.http_threads > 0 ? f.http_threads : f.max_concurrent + 16,
-            .ssl_certfile = f.ssl_certfile,
-            .ssl_keyfile = f.ssl_keyfile});
+      ctx,
+      {.host = f.host,
+       .port = f.port,
+       .api_key = api_key,
+       .max_body_bytes = static_cast<size_t>(f.max_body_bytes),
+       .num_threads = f.http_threads > 0 ? f.http_threads : std::max(1024, f.max_concurrent + 16),
+       .ssl_certfile = f.ssl_certfile,
+       .ssl_keyfile = f.ssl_keyfile});
   ASSIGN_OR_RETURN(int port, server.Bind());
   std::atomic<bool> done{false};
   auto cancel_all = [&] {
@@ -384,7 +385,9 @@ void RegisterServeCommand(CLI::App& app, CommandContext& ctx) {
       ->capture_default_str()
       ->group(http);
   cmd->add_option("--http-threads", f->http_threads,
-                  "HTTP connections served at once (default: max-concurrent-requests + 16)")
+                  "HTTP connections open at once, each on its own thread (default: 1024, or "
+                  "max-concurrent-requests + 16 if more); up to as many again are answered 503 "
+                  "at once (/health as usual), more wait")
       ->check(IntRange(0, 1 << 16))
       ->group(http);
   f->engine.AddTo(cmd);

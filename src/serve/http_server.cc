@@ -8,6 +8,7 @@
 
 #include "base/json.h"
 #include "serve/chat_prompt.h"
+#include "serve/connection_queue.h"
 
 namespace epserve::serve {
 
@@ -43,8 +44,10 @@ HttpServer::HttpServer(ServeContext& ctx, HttpServerOptions options)
                                                    options_.ssl_keyfile.c_str());
   else
     server_ = std::make_unique<httplib::Server>();
-  const int threads = options_.num_threads;
-  server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // A thread per connection, bounded (serve/connection_queue.h): slow clients and long
+  // streams cannot starve the others.
+  const int connections = options_.num_threads;
+  server_->new_task_queue = [connections] { return new ConnectionQueue(connections); };
   server_->set_payload_max_length(options_.max_body_bytes);
   server_->set_keep_alive_timeout(2);
   server_->set_read_timeout(10);
@@ -98,32 +101,43 @@ void HttpServer::Stop() { server_->stop(); }
 void HttpServer::Routes() {
   const std::string key = options_.api_key;
   const size_t max_headers = options_.max_headers, max_header_bytes = options_.max_header_bytes;
-  server_->set_pre_routing_handler(
-      [key, max_headers, max_header_bytes](const httplib::Request& req, httplib::Response& res) {
-        // Header count and total size are bounded (cpp-httplib 0.11 bounds only each line): 431.
-        size_t header_bytes = 0;
-        for (const auto& [k, v] : req.headers) header_bytes += k.size() + v.size() + 4;
-        if (req.headers.size() > max_headers || header_bytes > max_header_bytes) {
-          SendError(
-              res, {.http_status = 431,
-                    .message = "request headers too large (at most " + std::to_string(max_headers) +
-                               " headers, " + std::to_string(max_header_bytes) + " bytes)",
-                    .code = "request_header_fields_too_large"});
-          res.set_header("Connection", "close");
-          return httplib::Server::HandlerResponse::Handled;
-        }
-        if (key.empty() || req.path.rfind("/v1/", 0) != 0)
-          return httplib::Server::HandlerResponse::Unhandled;
-        const std::string auth = req.get_header_value("Authorization");
-        const std::string prefix = "Bearer ";
-        const bool ok =
-            auth.rfind(prefix, 0) == 0 && ConstantTimeEquals(auth.substr(prefix.size()), key);
-        if (ok) return httplib::Server::HandlerResponse::Unhandled;
-        SendError(res, {.http_status = 401,
-                        .message = "Incorrect or missing API key (Authorization: Bearer <key>)",
-                        .code = "invalid_api_key"});
-        return httplib::Server::HandlerResponse::Handled;
-      });
+  const int connections = options_.num_threads;
+  server_->set_pre_routing_handler([key, max_headers, max_header_bytes, connections](
+                                       const httplib::Request& req, httplib::Response& res) {
+    // A connection beyond the bound is answered at once (and closed); /health still is.
+    if (ConnectionQueue::Overloaded() && req.path != "/health") {
+      SendError(res, {.http_status = 503,
+                      .message = "too many open connections (at most " +
+                                 std::to_string(connections) + ", --http-threads); retry later",
+                      .code = "too_many_connections",
+                      .type = "server_error"});
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // Header count and total size are bounded (cpp-httplib 0.11 bounds only each line): 431.
+    size_t header_bytes = 0;
+    for (const auto& [k, v] : req.headers) header_bytes += k.size() + v.size() + 4;
+    if (req.headers.size() > max_headers || header_bytes > max_header_bytes) {
+      SendError(res,
+                {.http_status = 431,
+                 .message = "request headers too large (at most " + std::to_string(max_headers) +
+                            " headers, " + std::to_string(max_header_bytes) + " bytes)",
+                 .code = "request_header_fields_too_large"});
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (key.empty() || req.path.rfind("/v1/", 0) != 0)
+      return httplib::Server::HandlerResponse::Unhandled;
+    const std::string auth = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    const bool ok =
+        auth.rfind(prefix, 0) == 0 && ConstantTimeEquals(auth.substr(prefix.size()), key);
+    if (ok) return httplib::Server::HandlerResponse::Unhandled;
+    SendError(res, {.http_status = 401,
+                    .message = "Incorrect or missing API key (Authorization: Bearer <key>)",
+                    .code = "invalid_api_key"});
+    return httplib::Server::HandlerResponse::Handled;
+  });
   // Answers the library's own errors (413, unknown routes, wrong methods) in OpenAI's shape.
   server_->set_error_handler(
       httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {

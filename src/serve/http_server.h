@@ -30,7 +30,8 @@ struct HttpServerOptions {
   // Request headers beyond these get 431 (nginx's default buffers allow 4 x 8 KB).
   size_t max_headers = 100;
   size_t max_header_bytes = 32 << 10;
-  int num_threads = 64;                   // connections served at once (each stream holds one)
+  // Connections open at once, each on its own thread (serve/connection_queue.h); beyond: 503.
+  int num_threads = 1024;
   std::string ssl_certfile, ssl_keyfile;  // both set: HTTPS
   int listen_backlog = 1024;              // pending connections the kernel queues
 };
