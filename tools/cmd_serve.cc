@@ -37,6 +37,7 @@
 #include "tools/engine_world.h"
 #include "tools/flag_checks.h"
 #include "tools/stop_signal.h"
+#include "tools/world_supervisor.h"
 
 namespace epserve::tools {
 
@@ -62,6 +63,9 @@ struct ServeFlags {
   int engine_port = 0;
   std::string placement;
   double startup_timeout = 600, drain_timeout = 30;
+  // Self-healing (tools/world_supervisor.h, CompletionSession's resume).
+  int max_restarts_per_minute = 3;
+  double stall_timeout = 30, resume_timeout = 600;
   // Routing.
   std::string policy = "cache_aware";
   serve::RoutingOptions routing;
@@ -144,16 +148,8 @@ std::vector<std::string> MpirunArgv(const ServeFlags& f, const std::string& dir)
 // --drain-timeout, cancels the rest, gives their responses a moment to go out, and stops the
 // HTTP server. Returns when `done`.
 void WatchSignals(const ServeFlags& f, serve::HttpServer* server, serve::ServeContext* ctx,
-                  const std::function<void()>& cancel_all, EngineWorld* world,
-                  const std::atomic<bool>* done) {
-  bool world_reported = false;
+                  const std::function<void()>& cancel_all, const std::atomic<bool>* done) {
   while (!*done) {
-    int status = 0;
-    if (world != nullptr && !world_reported && world->Exited(&status)) {
-      std::fprintf(stderr, "epserve: the engine world exited (%s %d); requests get 503\n",
-                   status >= 0 ? "status" : "signal", status >= 0 ? status : -status);
-      world_reported = true;
-    }
     if (StopSignal() != 0) {
       std::fprintf(stderr, "epserve: signal %d, draining %d requests (up to %.0f s)\n",
                    StopSignal(), ctx->num_sessions.load(), f.drain_timeout);
@@ -202,6 +198,10 @@ Status RunServe(const ServeFlags& f) {
     return Status::InvalidArgument("--health-interval-ms and --health-timeout-ms must be >= 10");
   if (!(f.startup_timeout > 0) || !std::isfinite(f.startup_timeout))
     return Status::InvalidArgument("--startup-timeout must be a positive number of seconds");
+  if (!(f.stall_timeout >= 0) || !std::isfinite(f.stall_timeout))
+    return Status::InvalidArgument("--stall-timeout must be a number of seconds >= 0");
+  if (!(f.resume_timeout >= 0) || !std::isfinite(f.resume_timeout))
+    return Status::InvalidArgument("--resume-timeout must be a number of seconds >= 0");
   if (!(f.drain_timeout >= 0) || !std::isfinite(f.drain_timeout))
     return Status::InvalidArgument("--drain-timeout must be a number of seconds >= 0");
   if (f.ssl_certfile.empty() != f.ssl_keyfile.empty())
@@ -240,7 +240,8 @@ Status RunServe(const ServeFlags& f) {
       std::chrono::milliseconds(static_cast<int64_t>(f.startup_timeout * 1000));
   std::unique_ptr<LocalEngine> local;
   std::unique_ptr<EngineWorker> worker;
-  std::unique_ptr<EngineWorld> world;
+  std::unique_ptr<WorldSupervisor> world;
+  std::vector<rpc::GrpcEngineGroup*> grpc_groups;
   std::vector<std::unique_ptr<EngineGroup>> groups;
   std::vector<std::string> addresses = Split(f.engines, ',');
   // The engine services' shared secret: made here for the world --np starts (handed to it in
@@ -258,15 +259,25 @@ Status RunServe(const ServeFlags& f) {
     std::string line;
     for (const auto& a : argv) line += (line.empty() ? "" : " ") + a;
     std::fprintf(stderr, "epserve: starting the engine world: %s\n", line.c_str());
-    ASSIGN_OR_RETURN(world, EngineWorld::Start(argv));
-    ASSIGN_OR_RETURN(
-        addresses, world->WaitForGroups(
-                       f.np / f.tp, std::chrono::seconds(static_cast<int64_t>(f.startup_timeout))));
+    ASSIGN_OR_RETURN(world, WorldSupervisor::Start(
+                                {.argv = argv,
+                                 .num_groups = f.np / f.tp,
+                                 .startup_timeout =
+                                     std::chrono::seconds(static_cast<int64_t>(f.startup_timeout)),
+                                 .down_timeout = std::chrono::milliseconds(
+                                     static_cast<int64_t>(std::max(1.0, f.stall_timeout) * 1000)),
+                                 .max_restarts_per_minute = f.max_restarts_per_minute}));
+    addresses = world->addresses();
   }
   if (!addresses.empty()) {
-    for (size_t g = 0; g < addresses.size(); ++g)
-      groups.push_back(std::make_unique<rpc::GrpcEngineGroup>(
-          "group " + std::to_string(g) + " (" + addresses[g] + ")", addresses[g], token));
+    for (size_t g = 0; g < addresses.size(); ++g) {
+      // Named by index only: a restarted world's group has another address.
+      auto group = std::make_unique<rpc::GrpcEngineGroup>(
+          "group " + std::to_string(g) + (world ? "" : " (" + addresses[g] + ")"), addresses[g],
+          token);
+      grpc_groups.push_back(group.get());
+      groups.push_back(std::move(group));
+    }
   } else {
     ASSIGN_OR_RETURN(local, StartLocalEngine(dir, f.engine));
     worker = std::make_unique<EngineWorker>(*local->engine);
@@ -278,7 +289,9 @@ Status RunServe(const ServeFlags& f) {
       serve::GroupRouter::Create(
           std::move(groups), {.routing = routing,
                               .health_interval = std::chrono::milliseconds(f.health_interval_ms),
-                              .health_timeout = std::chrono::milliseconds(f.health_timeout_ms)}));
+                              .health_timeout = std::chrono::milliseconds(f.health_timeout_ms),
+                              .stall_timeout = std::chrono::milliseconds(
+                                  static_cast<int64_t>(f.stall_timeout * 1000))}));
   // One --startup-timeout for all of it: the world listening and every group answering.
   const auto left = startup_deadline - std::chrono::steady_clock::now();
   RETURN_IF_ERROR(
@@ -311,6 +324,8 @@ Status RunServe(const ServeFlags& f) {
                  ctx.scripted_outputs.size());
   }
   ctx.max_sessions = f.max_concurrent;
+  ctx.resume_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.resume_timeout * 1000));
+  if (world) ctx.groups_may_return = [w = world.get()] { return w->healing(); };
   serve::ServeMetrics metrics(ctx.model_name);
   ctx.metrics = &metrics;
   std::string api_key = f.api_key;
@@ -331,9 +346,10 @@ Status RunServe(const ServeFlags& f) {
     if (worker) worker->CancelAll();
     for (int g = 0; g < num_groups; ++g) router->ReportFailure(g, "the server is shutting down");
   };
-  std::thread signals = GuardedThread("the signal watcher", [&, w = world.get()] {
-    WatchSignals(f, &server, &ctx, cancel_all, w, &done);
-  });
+  std::thread signals = GuardedThread("the signal watcher",
+                                      [&] { WatchSignals(f, &server, &ctx, cancel_all, &done); });
+  if (world)
+    world->Supervise(router.get(), grpc_groups, [&metrics] { metrics.CountWorldRestart(); });
   std::printf("epserve: serving %s on %s://%s:%d (%d DP group%s, policy %s)\n",
               ctx.model_name.c_str(), f.ssl_certfile.empty() ? "http" : "https", f.host.c_str(),
               port, num_groups, num_groups == 1 ? "" : "s",
@@ -342,9 +358,9 @@ Status RunServe(const ServeFlags& f) {
   Status st = server.Serve();
   done = true;
   signals.join();
+  if (world) world->Stop();  // no restarts while shutting down
   router.reset();
   if (worker) worker->Shutdown();
-  if (world) world->Stop();
   return st;
 }
 
@@ -428,6 +444,24 @@ void RegisterServeCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--startup-timeout", f->startup_timeout,
                   "seconds to wait for every group to load and answer")
       ->check(PositiveReal())
+      ->capture_default_str()
+      ->group(dep);
+  cmd->add_option("--max-restarts-per-minute", f->max_restarts_per_minute,
+                  "with --np: restart the engine world when a rank dies or a group stays down "
+                  "for --stall-timeout, at most this often (0: never; requests then get 503)")
+      ->check(IntRange(0, 1000))
+      ->capture_default_str()
+      ->group(dep);
+  cmd->add_option("--stall-timeout", f->stall_timeout,
+                  "seconds a group may make no progress with requests waiting before it is "
+                  "marked down and its requests move (0: never)")
+      ->check(NonNegativeReal())
+      ->capture_default_str()
+      ->group(dep);
+  cmd->add_option("--resume-timeout", f->resume_timeout,
+                  "seconds a request whose group failed waits for a group to resume it (its "
+                  "stream pauses, then goes on where it stopped)")
+      ->check(NonNegativeReal())
       ->capture_default_str()
       ->group(dep);
   cmd->add_option("--drain-timeout", f->drain_timeout,

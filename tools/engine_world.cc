@@ -76,7 +76,10 @@ bool EngineWorld::Reap(bool block) {
   }
   int status = 0;
   const pid_t r = waitpid(pid_, &status, block ? 0 : WNOHANG);
-  if (r != pid_) return false;
+  if (r != pid_) {  // still running, or another thread reaped it just now
+    std::lock_guard<std::mutex> lock(mu_);
+    return exited_;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   exited_ = true;
   exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
@@ -131,17 +134,26 @@ StatusOr<std::vector<std::string>> EngineWorld::WaitForGroups(int groups,
 }
 
 void EngineWorld::Stop(std::chrono::milliseconds grace) {
-  if (pid_ <= 0 || Exited()) return;
-  kill(pid_, SIGTERM);
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (Exited()) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (pid_ <= 0) return;
+  if (!Exited()) {
+    kill(pid_, SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    while (!Exited() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!Exited()) {
+      std::fprintf(stderr, "epserve: the engine world did not stop in %lld ms; killing it\n",
+                   static_cast<long long>(grace.count()));
+      kill(-pid_, SIGKILL);
+      Reap(true);
+    }
   }
-  std::fprintf(stderr, "epserve: the engine world did not stop in %lld ms; killing it\n",
-               static_cast<long long>(grace.count()));
+  // Ranks the launcher left behind (it died first, or exited before them): the rest of its
+  // process group, asked to stop, then killed after 2 s. None must outlive the world.
+  if (kill(-pid_, SIGTERM) != 0) return;  // ESRCH: nothing left
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (kill(-pid_, 0) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   kill(-pid_, SIGKILL);
-  Reap(true);
 }
 
 }  // namespace epserve::tools

@@ -37,7 +37,7 @@ class GrpcEngineGroup::Call : public grpc::ClientReadReactor<GenerateReply> {
     ToProto(r, &request_);
     auto accepted = accepted_.get_future();
     owner_->Authorize(&context_);
-    owner_->stubs_->stub->async()->Generate(&context_, &request_, this);
+    owner_->stubs()->stub->async()->Generate(&context_, &request_, this);
     StartRead(&reply_);
     StartCall();
     return accepted;
@@ -62,7 +62,6 @@ class GrpcEngineGroup::Call : public grpc::ClientReadReactor<GenerateReply> {
     for (const Event& e : reply_.events()) {
       TokenEvent ev = FromProto(e);
       ev.request = id_;
-      saw_token_ = saw_token_ || ev.token >= 0;
       saw_finish_ = saw_finish_ || ev.finish != FinishReason::kNone;
       stream_->Push(std::move(ev));
     }
@@ -86,7 +85,7 @@ class GrpcEngineGroup::Call : public grpc::ClientReadReactor<GenerateReply> {
         stream_->Push({.request = id_,
                        .finish = FinishReason::kError,
                        .error = owner_->name_ + " failed: " + why,
-                       .retryable = !saw_token_});
+                       .retryable = true});
       }
     }
     // Let go of this call (its ClientContext, which holds gRPC's call and a reference to the
@@ -107,7 +106,7 @@ class GrpcEngineGroup::Call : public grpc::ClientReadReactor<GenerateReply> {
   GenerateRequest request_;
   GenerateReply reply_;
   std::promise<StatusOr<RequestId>> accepted_;
-  bool accepted_set_ = false, saw_token_ = false, saw_finish_ = false;
+  bool accepted_set_ = false, saw_finish_ = false;
   RequestId id_ = 0;
   std::mutex why_mu_;
   std::string why_;  // set by Abort
@@ -115,9 +114,29 @@ class GrpcEngineGroup::Call : public grpc::ClientReadReactor<GenerateReply> {
 
 GrpcEngineGroup::GrpcEngineGroup(std::string name, std::string address, std::string token)
     : name_(std::move(name)),
-      address_(std::move(address)),
       token_(std::move(token)),
+      address_(std::move(address)),
       stubs_(std::make_unique<Stubs>(address_)) {}
+
+std::string GrpcEngineGroup::address() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return address_;
+}
+
+GrpcEngineGroup::Stubs* GrpcEngineGroup::stubs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stubs_.get();
+}
+
+void GrpcEngineGroup::SetAddress(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (address == address_) return;
+  // The old channel stays alive as long as this object: calls started on it may still be
+  // ending (their contexts refer to it).
+  retired_.push_back(std::move(stubs_));
+  stubs_ = std::make_unique<Stubs>(address);
+  address_ = address;
+}
 
 GrpcEngineGroup::~GrpcEngineGroup() {
   Abort("the scheduler is shutting down");
@@ -187,7 +206,7 @@ void GrpcEngineGroup::Cancel(RequestId id, FinishReason count_as) {
     std::lock_guard<std::mutex> lock(mu_);
     ++open_calls_;
   }
-  stubs_->stub->async()->Cancel(&p->context, &p->request, &p->reply, [this, p](grpc::Status) {
+  stubs()->stub->async()->Cancel(&p->context, &p->request, &p->reply, [this, p](grpc::Status) {
     delete p;
     CallEnded();
   });
@@ -199,8 +218,8 @@ StatusOr<WorkerMetrics> GrpcEngineGroup::Load(std::chrono::milliseconds timeout)
   Authorize(&context);
   LoadRequest request;
   LoadReply reply;
-  grpc::Status st = stubs_->stub->Load(&context, request, &reply);
-  if (!st.ok()) return FromGrpc(st, name_ + " (" + address_ + ")");
+  grpc::Status st = stubs()->stub->Load(&context, request, &reply);
+  if (!st.ok()) return FromGrpc(st, name_ + " (" + address() + ")");
   if (!reply.serving()) return Status::Unavailable(name_ + " is shutting down");
   return FromProto(reply);
 }

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "runtime/engine_group.h"
 
@@ -28,13 +29,16 @@ class GrpcEngineGroup : public EngineGroup {
   ~GrpcEngineGroup() override;  // Abort()s open calls and waits (bounded) for them to end
 
   std::string name() const override { return name_; }
-  const std::string& address() const { return address_; }
+  std::string address() const;
+  // The service moved (serve --np restarted its world): calls from now on go to `address`.
+  // Calls open on the old one are not touched (their group is down; the router aborts them).
+  void SetAddress(const std::string& address);
   StatusOr<RequestId> Submit(EngineRequest request, std::shared_ptr<RequestStream> stream,
                              std::chrono::milliseconds timeout) override;
   void Cancel(RequestId id, FinishReason count_as) override;
   StatusOr<WorkerMetrics> Load(std::chrono::milliseconds timeout) override;
-  // Ends every open call: each request's stream gets a kError event (retryable when it had no
-  // token yet). For a group found down.
+  // Ends every open call: each request's stream gets a retryable kError event. For a group
+  // found down.
   void Abort(const std::string& why) override;
 
  private:
@@ -44,10 +48,13 @@ class GrpcEngineGroup : public EngineGroup {
   void Unregister(RequestId id);
   void CallEnded();  // a call (stream or Cancel) and everything it held is gone
   void Authorize(grpc::ClientContext* context) const;  // adds the token, if any
+  Stubs* stubs();
 
-  std::string name_, address_, token_;
-  std::unique_ptr<Stubs> stubs_;
-  std::mutex mu_;
+  std::string name_, token_;
+  mutable std::mutex mu_;
+  std::string address_;                          // guarded by mu_
+  std::unique_ptr<Stubs> stubs_;                 // guarded by mu_
+  std::vector<std::unique_ptr<Stubs>> retired_;  // earlier addresses' (calls may use them)
   std::unordered_map<RequestId, std::shared_ptr<Call>> calls_;  // accepted, not yet done
   int open_calls_ = 0;                                          // started, not yet done
   std::condition_variable calls_done_;

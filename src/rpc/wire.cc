@@ -20,6 +20,7 @@ EngineRequest FromProto(const GenerateRequest& m) {
   r.stop_ids.assign(m.stop_ids().begin(), m.stop_ids().end());
   r.use_default_stop = m.use_default_stop();
   r.logprobs = m.logprobs();
+  r.resumed_tokens = m.resumed_tokens();
   return r;
 }
 
@@ -44,6 +45,7 @@ void ToProto(const EngineRequest& r, GenerateRequest* m) {
   for (int32_t t : r.stop_ids) m->add_stop_ids(t);
   m->set_use_default_stop(r.use_default_stop);
   m->set_logprobs(r.logprobs);
+  m->set_resumed_tokens(r.resumed_tokens);
 }
 
 TokenEvent FromProto(const Event& m) {
@@ -58,6 +60,7 @@ TokenEvent FromProto(const Event& m) {
   }
   ev.error = m.error();
   ev.cached_prompt_tokens = m.cached_prompt_tokens();
+  ev.retryable = m.retryable();
   return ev;
 }
 
@@ -72,6 +75,7 @@ void ToProto(const TokenEvent& ev, Event* m) {
   if (ev.finish != FinishReason::kNone) m->set_finish(FinishReasonName(ev.finish));
   m->set_error(ev.error);
   m->set_cached_prompt_tokens(ev.cached_prompt_tokens);
+  m->set_retryable(ev.retryable);
 }
 
 WorkerMetrics FromProto(const LoadReply& m) {
@@ -86,6 +90,7 @@ WorkerMetrics FromProto(const LoadReply& m) {
   w.prefix_cache_hits = m.prefix_cache_hits();
   w.spec_draft_tokens = m.spec_draft_tokens();
   w.spec_accepted_tokens = m.spec_accepted_tokens();
+  w.stalled_ms = m.stalled_ms();
   for (const auto& [k, v] : m.finished()) w.finished[k] = v;
   return w;
 }
@@ -101,6 +106,7 @@ void ToProto(const WorkerMetrics& w, LoadReply* m) {
   m->set_prefix_cache_hits(w.prefix_cache_hits);
   m->set_spec_draft_tokens(w.spec_draft_tokens);
   m->set_spec_accepted_tokens(w.spec_accepted_tokens);
+  m->set_stalled_ms(w.stalled_ms);
   for (const auto& [k, v] : w.finished) (*m->mutable_finished())[k] = v;
 }
 

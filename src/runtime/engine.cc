@@ -230,6 +230,9 @@ StatusOr<RequestId> Engine::Submit(EngineRequest r) {
           (t < 0 || t >= c.vocab_size ? " is outside the vocabulary" : " has a NaN or +inf bias"));
   if (!(r.adjust.repetition_penalty > 0.0f) || !std::isfinite(r.adjust.repetition_penalty))
     return Status::InvalidArgument("repetition_penalty must be > 0");
+  if (r.resumed_tokens < 0 || r.resumed_tokens >= prompt)
+    return Status::InvalidArgument("resumed_tokens must be in [0, prompt length), got " +
+                                   std::to_string(r.resumed_tokens));
   if (r.adjust.min_tokens < 0 || r.adjust.min_tokens > r.max_tokens)
     return Status::InvalidArgument("min_tokens must be in [0, max_tokens], got " +
                                    std::to_string(r.adjust.min_tokens));
@@ -252,6 +255,15 @@ StatusOr<RequestId> Engine::Submit(EngineRequest r) {
   s->tokens = r.prompt;
   s->prompt_len = prompt;
   s->logits = LogitsProcessor(r.adjust, r.prompt, stop_ids, std::move(constraint));
+  // A resumed request's earlier output: counted and fed to the constraint as if just drawn.
+  for (int64_t i = prompt - r.resumed_tokens; i < prompt; ++i) {
+    Status st = s->logits.Accept(r.prompt[i]);
+    if (!st.ok())
+      return Status::InvalidArgument("resumed token " +
+                                     std::to_string(i - (prompt - r.resumed_tokens)) + " (" +
+                                     std::to_string(r.prompt[i]) + "): " + st.message());
+  }
+  s->sampler.SkipDraws(r.resumed_tokens);
   s->stop_ids = std::move(stop_ids);
   s->request = std::move(r);
   s->request.prompt.clear();  // kept in tokens

@@ -41,6 +41,12 @@ struct EngineRequest {
   // EngineOptions::constraints at Submit. Empty: none.
   std::string constraint;
   int max_tokens = 16;
+  // A resumed request (its group failed mid-stream; serve re-submits it elsewhere): the last
+  // `resumed_tokens` tokens of `prompt` are output this request already produced. They count
+  // as output for the penalties, the constraint's state and the sampler's draws, so greedy and
+  // seeded requests go on exactly as they would have (not with MTP: a draft's draws differ).
+  // max_tokens and min_tokens count the tokens still to come.
+  int resumed_tokens = 0;
   // Generation stops after any of these ids (it is the last token of the output). Empty
   // with use_default_stop: the model's EOS.
   std::vector<int32_t> stop_ids;
@@ -63,8 +69,8 @@ struct TokenEvent {
   std::string error;                 // kError only
   int64_t cached_prompt_tokens = 0;  // on the first token: prompt tokens whose cache was reused
   std::vector<float> logits;         // EngineOptions::keep_logits only: the row the token came from
-  // kError from a group that failed (not from the request) before the request produced a
-  // token: another group may run it from the start.
+  // kError from a group that failed (not from the request): another group may run it again,
+  // from the start, or resumed after the tokens it produced (EngineRequest::resumed_tokens).
   bool retryable = false;
 };
 

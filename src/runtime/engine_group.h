@@ -22,8 +22,8 @@ class EngineGroup {
   // Queues the request; its events go to `stream`. Errors: InvalidArgument when the request
   // itself is bad (it would be on any group); Unavailable when this group cannot take it now
   // (down, shutting down, no answer in `timeout`), so another group may.
-  // A group that fails after accepting ends the stream with a kError event, marked
-  // `retryable` when the request had produced no token yet.
+  // A group that fails after accepting ends the stream with a kError event marked
+  // `retryable` (the group failed, not the request: it may run again elsewhere).
   virtual StatusOr<RequestId> Submit(EngineRequest request, std::shared_ptr<RequestStream> stream,
                                      std::chrono::milliseconds timeout) = 0;
   virtual void Cancel(RequestId id, FinishReason count_as) = 0;
@@ -31,7 +31,7 @@ class EngineGroup {
   // check) or is shutting down.
   virtual StatusOr<WorkerMetrics> Load(std::chrono::milliseconds timeout) = 0;
   // The router found the group down: end its open requests now (each stream gets a kError
-  // event, retryable when it had no token yet) instead of leaving them to time out.
+  // event, retryable) instead of leaving them to time out.
   virtual void Abort(const std::string& why) { (void)why; }
 };
 

@@ -249,6 +249,81 @@ TEST_F(EngineTest, AConstraintDecidesEveryTokenEvenWhenSampling) {
   EXPECT_EQ(ev.back().finish, FinishReason::kStop);
 }
 
+// A request resumed after k of its tokens (prompt + those tokens, resumed_tokens k: what serve
+// does when a group fails mid-stream) produces exactly the tokens the uninterrupted request
+// produced after them: greedy, seeded sampling, with penalties (which count the resumed tokens
+// as output), and under a constraint (which is fed them first).
+TEST_F(EngineTest, AResumedRequestGoesOnAsIfUninterrupted) {
+  EngineOptions o{.block_size = 16, .num_blocks = 32};
+  o.constraints =
+      [](const std::string&,
+         const std::vector<int32_t>& stops) -> StatusOr<std::unique_ptr<TokenConstraint>> {
+    return std::unique_ptr<TokenConstraint>(
+        new ScriptConstraint({5, 9, 11, 5, 5, 9, 40, 41, 42, 43}, stops.at(0)));
+  };
+  Engine e(*model_, o);
+  struct Case {
+    const char* name;
+    EngineRequest request;
+  };
+  const std::vector<int32_t> prompt = Range(30, 7);
+  std::vector<Case> cases = {
+      {"greedy", {.prompt = prompt, .max_tokens = 12, .use_default_stop = false}},
+      {"sampled",
+       {.prompt = prompt,
+        .sampling = {.temperature = 1.0f, .top_p = 0.9f, .seed = 5},
+        .max_tokens = 12,
+        .use_default_stop = false}},
+      {"penalties",
+       {.prompt = prompt,
+        .sampling = {.temperature = 0.7f, .seed = 9},
+        .adjust = {.presence_penalty = 1.5f, .frequency_penalty = 2.0f, .min_tokens = 10},
+        .max_tokens = 12,
+        .stop_ids = {3}}},
+      {"constraint",
+       {.prompt = prompt,
+        .sampling = {.temperature = 1.0f, .seed = 2},
+        .constraint = "script",
+        .max_tokens = 12,
+        .stop_ids = {2}}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ASSERT_TRUE(e.Submit(c.request).ok());
+    std::vector<int32_t> whole;
+    for (auto& ev : Drain(e)) whole.push_back(ev.token);
+    ASSERT_GE(whole.size(), 4u);
+    for (int k : {1, 3, static_cast<int>(whole.size()) - 1}) {
+      SCOPED_TRACE(k);
+      EngineRequest r = c.request;
+      r.prompt.insert(r.prompt.end(), whole.begin(), whole.begin() + k);
+      r.resumed_tokens = k;
+      r.max_tokens -= k;
+      r.adjust.min_tokens = std::max(0, r.adjust.min_tokens - k);
+      ASSERT_TRUE(e.Submit(r).ok());
+      std::vector<int32_t> rest;
+      for (auto& ev : Drain(e)) rest.push_back(ev.token);
+      EXPECT_EQ(rest, std::vector<int32_t>(whole.begin() + k, whole.end()));
+    }
+  }
+  // The penalties change the draw (else that case would prove nothing about them).
+  {
+    EngineRequest plain = cases[2].request, penalised = cases[2].request;
+    plain.adjust = {};
+    std::vector<int32_t> a, b;
+    ASSERT_TRUE(e.Submit(plain).ok());
+    for (auto& ev : Drain(e)) a.push_back(ev.token);
+    ASSERT_TRUE(e.Submit(penalised).ok());
+    for (auto& ev : Drain(e)) b.push_back(ev.token);
+    EXPECT_NE(a, b);
+  }
+  EXPECT_NE(e.Submit({.prompt = {1, 2}, .resumed_tokens = 2})
+                .status()
+                .message()
+                .find("resumed_tokens must be in [0, prompt length)"),
+            std::string::npos);
+}
+
 TEST_F(EngineTest, LogprobsAreNormalisedAndTopNIsSorted) {
   Engine e(*model_, {.block_size = 16, .num_blocks = 4, .keep_logits = true});
   ASSERT_TRUE(e.Submit({.prompt = Range(3, 4), .max_tokens = 1, .logprobs = 5}).ok());

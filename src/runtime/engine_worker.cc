@@ -110,7 +110,12 @@ bool EngineWorker::accepting() const {
 
 WorkerMetrics EngineWorker::Metrics() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return metrics_;
+  WorkerMetrics m = metrics_;
+  if (m.num_running + m.num_waiting > 0 || !submits_.empty())
+    m.stalled_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::steady_clock::now() - progress_)
+                       .count();
+  return m;
 }
 
 Status EngineWorker::Loop() {
@@ -255,7 +260,8 @@ void EngineWorker::Deliver(std::vector<TokenEvent> events) {
 void EngineWorker::FailAll(const std::string& error) {
   for (auto& [id, stream] : streams_) {
     engine_.Cancel(id);
-    stream->Push({.request = id, .finish = FinishReason::kError, .error = error});
+    stream->Push(
+        {.request = id, .finish = FinishReason::kError, .error = error, .retryable = true});
   }
   if (!streams_.empty()) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -269,6 +275,7 @@ void EngineWorker::UpdateMetrics() {
   const EngineStats& st = engine_.stats();
   const KvBlockPool& pool = engine_.pool();
   std::lock_guard<std::mutex> lock(mu_);
+  progress_ = std::chrono::steady_clock::now();
   metrics_.num_running = engine_.num_running();
   metrics_.num_waiting = engine_.num_waiting();
   metrics_.kv_blocks_total = pool.num_blocks();

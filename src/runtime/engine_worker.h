@@ -66,6 +66,9 @@ struct WorkerMetrics {
   int64_t prefix_cache_queries = 0, prefix_cache_hits = 0;  // prompt tokens / cached ones
   int64_t spec_draft_tokens = 0, spec_accepted_tokens = 0;  // MTP drafts verified / kept
   std::map<std::string, int64_t> finished;                  // finish reason -> requests
+  // Requests are queued or running and no step has finished for this long (a stalled group:
+  // a rank stopped or stuck in a collective); 0 otherwise.
+  int64_t stalled_ms = 0;
   double kv_cache_usage() const {
     return kv_blocks_total > 0 ? static_cast<double>(kv_blocks_used) / kv_blocks_total : 0;
   }
@@ -134,6 +137,7 @@ class EngineWorker {
   std::vector<std::pair<RequestId, FinishReason>> cancels_;    // guarded by mu_
   bool cancel_all_ = false, accepting_ = true, stop_ = false;  // guarded by mu_
   WorkerMetrics metrics_;                                      // guarded by mu_
+  std::chrono::steady_clock::time_point progress_;  // the last finished step; guarded by mu_
   std::string failure_;  // why the loop stopped on an internal error; guarded by mu_
   // Stepping thread only.
   std::unordered_map<RequestId, std::shared_ptr<RequestStream>> streams_;

@@ -21,6 +21,11 @@ class Sampler {
  public:
   explicit Sampler(const SamplingOptions& options) : opt_(options), rng_(options.seed) {}
   int32_t Sample(const float* logits, int vocab);
+  // Moves past the draws of `n` Sample calls (each non-greedy Sample draws exactly one value):
+  // a resumed request continues its seeded sequence where it left off.
+  void SkipDraws(int64_t n) {
+    if (!greedy() && n > 0) rng_.discard(static_cast<unsigned long long>(n));
+  }
 
   // Speculative decoding (docs/serving-engine.md, "MTP"):
   bool greedy() const { return opt_.temperature <= 0.0f; }

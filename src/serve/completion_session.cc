@@ -5,6 +5,7 @@
 #include <ctime>
 #include <limits>
 #include <regex>
+#include <thread>
 
 #include "serve/chat_prompt.h"
 
@@ -87,6 +88,17 @@ std::variant<std::unique_ptr<CompletionSession>, ApiError> CompletionSession::St
       c.request.adjust.logit_bias.emplace_back(id, -std::numeric_limits<float>::infinity());
     if (i > 0) continue;  // SubmitOthers, once the prompt is cached
     StatusOr<RoutedRequest> routed = ctx.router->Submit(c.request, c.stream);
+    if (!routed.ok() && routed.status().code() == StatusCode::kUnavailable &&
+        s->GroupsMayReturn()) {
+      // A self-healing deployment between a failure and its restart: the request waits for a
+      // group (TryResume, up to resume_timeout) instead of a 503.
+      const auto now = std::chrono::steady_clock::now();
+      c.resuming = true;
+      c.failure = routed.status().message();
+      c.failed_at = c.next_try = now + std::chrono::milliseconds(100);
+      c.resume_deadline = now + ctx.resume_timeout;
+      continue;
+    }
     if (!routed.ok()) {
       if (routed.status().code() == StatusCode::kUnavailable)
         return ServerError(ForClient(routed.status().message()), 503);
@@ -159,28 +171,76 @@ void CompletionSession::Cancel() {
   for (auto& c : choices_) CancelChoice(*c);
 }
 
-bool CompletionSession::Resubmit(Choice& c, const std::string& why) {
-  if (c.retries >= ctx_.router->num_groups()) return false;
+bool CompletionSession::GroupsMayReturn() const {
+  return ctx_.groups_may_return && ctx_.groups_may_return();
+}
+
+bool CompletionSession::BeginResume(Choice& c, const std::string& why) {
+  if (ctx_.draining || c.resumes >= ctx_.max_resumes) return false;
+  std::fprintf(stderr, "epserve: %s choice %d: %s; resuming it after %zu tokens\n",
+               id_text_.c_str(), c.index, why.c_str(), c.token_ids.size());
   ctx_.router->ReportFailure(c.routed.group, why);
-  auto stream = std::make_shared<RequestStream>();
-  StatusOr<RoutedRequest> again = ctx_.router->Submit(c.request, stream, c.routed.group);
-  if (!again.ok()) return false;
   ctx_.router->Finished(c.routed, FinishReason::kError);
-  c.routed = *again;
-  c.stream = std::move(stream);
-  ++c.retries;
+  ctx_.router->CountRetry();
+  c.routed = {};
+  c.resuming = true;
+  ++c.resumes;
+  c.failure = why;
+  c.failed_at = std::chrono::steady_clock::now();
+  c.resume_deadline = c.failed_at + ctx_.resume_timeout;
+  c.next_try = c.failed_at;
+  TryResume(c);
   return true;
 }
 
+void CompletionSession::TryResume(Choice& c) {
+  const auto now = std::chrono::steady_clock::now();
+  if (!c.resuming || now < c.next_try) return;
+  c.next_try = now + std::chrono::milliseconds(100);
+  EngineRequest r = c.request;
+  const int done = static_cast<int>(c.token_ids.size());
+  r.prompt.insert(r.prompt.end(), c.token_ids.begin(), c.token_ids.end());
+  r.resumed_tokens = done;
+  r.max_tokens -= done;  // >= 1: the engine ends a request with its last token
+  r.adjust.min_tokens = std::max(0, r.adjust.min_tokens - done);
+  auto stream = std::make_shared<RequestStream>();
+  StatusOr<RoutedRequest> routed =
+      r.max_tokens >= 1 ? ctx_.router->Submit(r, stream)
+                        : StatusOr<RoutedRequest>(Status::Internal("no tokens left to resume"));
+  if (routed.ok()) {
+    c.routed = *routed;
+    c.stream = std::move(stream);
+    c.resuming = false;
+    c.resumed = true;
+    c.last_event = now;
+    return;
+  }
+  const bool waiting = routed.status().code() == StatusCode::kUnavailable;
+  // No group up yet: wait while one may come back (a world restarting, a group answering
+  // again), up to the deadline.
+  if (waiting && now < c.resume_deadline && (ctx_.router->num_up() > 0 || GroupsMayReturn()))
+    return;
+  c.resuming = false;
+  c.finished = true;
+  c.finish = FinishReason::kError;
+  const auto limit = std::chrono::duration_cast<std::chrono::seconds>(ctx_.resume_timeout);
+  c.error = c.failure + (waiting ? "; no group took the request back within " +
+                                       std::to_string(limit.count()) + " s (--resume-timeout)"
+                                 : "; resuming it failed: " + routed.status().message());
+}
+
 bool CompletionSession::Consume(Choice& c, const TokenEvent& ev, std::string* out) {
-  if (ev.finish == FinishReason::kError && ev.retryable && c.token_ids.empty() &&
-      Resubmit(c, ev.error))
-    return true;  // the rest comes from the new group's stream
+  if (ev.finish == FinishReason::kError && ev.retryable && BeginResume(c, ev.error))
+    return true;  // the rest comes from the next group's stream
   const auto now = std::chrono::steady_clock::now();
   auto seconds = [](auto d) { return std::chrono::duration<double>(d).count(); };
   std::vector<ChatDelta> deltas;
   std::string text;
   if (ev.token >= 0) {
+    if (c.resumed) {
+      c.resumed = false;
+      if (ctx_.metrics) ctx_.metrics->ObserveResume(seconds(now - c.failed_at));
+    }
     if (c.token_ids.empty()) {
       c.cached_tokens = ev.cached_prompt_tokens;
       if (ctx_.metrics) ctx_.metrics->ObserveTimeToFirstToken(seconds(now - started_));
@@ -315,6 +375,11 @@ std::variant<Json, ApiError> CompletionSession::Collect() {
     Choice& c = *cp;
     while (!c.finished) {
       batch.clear();
+      if (c.resuming) {
+        TryResume(c);
+        if (c.resuming) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
       if (!c.stream->Pop(&batch, std::chrono::milliseconds(200))) {
         if (std::chrono::steady_clock::now() - c.last_event > ctx_.idle_timeout)
           return ServerError("the engine produced nothing for too long", 504);
@@ -457,6 +522,11 @@ bool CompletionSession::NextSse(std::string* out, std::chrono::milliseconds wait
   for (size_t k = 0; k < open.size(); ++k) {
     Choice& c = *open[(k + next_poll_) % open.size()];
     std::vector<TokenEvent> batch;
+    if (c.resuming) {
+      TryResume(c);
+      if (c.resuming) std::this_thread::sleep_for(std::min(share, std::chrono::milliseconds(50)));
+      continue;
+    }
     if (!c.stream->Pop(&batch, share)) {
       if (std::chrono::steady_clock::now() - c.last_event <= ctx_.idle_timeout) continue;
       c.finished = true;

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -37,6 +38,14 @@ struct ServeContext {
   int64_t max_model_len = 0;
   // How long a request may go without an event before it fails (an engine that stopped).
   std::chrono::milliseconds idle_timeout = std::chrono::seconds(120);
+  // How long a request whose group failed waits for a group to take it back (serve
+  // --resume-timeout: a restarting engine world), and how often one request may be resumed.
+  std::chrono::milliseconds resume_timeout = std::chrono::seconds(600);
+  int max_resumes = 5;
+  // Whether groups that are down may come back by themselves (serve --np supervising its
+  // world, tools/world_supervisor.h): then a request finding no group up waits for one (up to
+  // resume_timeout) instead of getting a 503. Unset: they may not.
+  std::function<bool()> groups_may_return;
   std::atomic<uint64_t> next_seed{0x5eed};
   std::atomic<int> num_sessions{0};   // CompletionSessions alive (responses not yet sent)
   int max_sessions = 0;               // > 0: more at once get 429
@@ -83,7 +92,11 @@ class CompletionSession {
     FinishReason finish = FinishReason::kNone;
     std::string error;
     bool finished = false, sent_role = false, sent_finish = false;
-    int retries = 0;
+    // Resuming (its group failed): waiting for a group to take it back.
+    bool resuming = false, resumed = false;  // resumed: no token since the resume yet
+    int resumes = 0;
+    std::string failure;  // why its last group failed
+    std::chrono::steady_clock::time_point failed_at, resume_deadline, next_try;
     std::chrono::steady_clock::time_point last_event, last_token;
   };
   CompletionSession(ServeContext& ctx, CompletionParams params, std::vector<int32_t> prompt);
@@ -94,8 +107,14 @@ class CompletionSession {
   // Folds one event into c; *out gets the SSE chunks it makes (streaming) or nothing. Returns
   // false when it ends the choice.
   bool Consume(Choice& c, const TokenEvent& ev, std::string* out);
-  // The group failed before the choice produced a token: run it on another group.
-  bool Resubmit(Choice& c, const std::string& why);
+  // The choice's group failed under it (a retryable error): it runs again on a group that is
+  // up, from where it was (the prompt plus its tokens so far, EngineRequest::resumed_tokens),
+  // so its client's output goes on after a pause, exactly as it would have for greedy and
+  // seeded requests. A restarting world is waited for up to ctx_.resume_timeout (TryResume,
+  // from the polling loops). False: it may not be resumed (shutting down, resumed too often).
+  bool BeginResume(Choice& c, const std::string& why);
+  bool GroupsMayReturn() const;
+  void TryResume(Choice& c);
   void CancelChoice(Choice& c);
   nlohmann::json Usage() const;
   nlohmann::json Logprobs(const std::vector<const TokenEvent*>& tokens, size_t text_offset) const;
@@ -113,7 +132,7 @@ class CompletionSession {
   std::string id_text_;
   int64_t created_ = 0;
   bool sent_done_ = false;
-  bool others_submitted_ = true;  // n > 1: SubmitOthers has run
+  bool others_submitted_ = true;                   // n > 1: SubmitOthers has run
   int next_poll_ = 0;                              // streaming: the choice polled first
   std::chrono::steady_clock::time_point started_;  // latency metrics
 };

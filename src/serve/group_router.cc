@@ -41,6 +41,14 @@ void GroupRouter::HealthLoop() {
   for (;;) {
     for (size_t g = 0; g < groups_.size(); ++g) {
       StatusOr<WorkerMetrics> load = groups_[g]->Load(options_.health_timeout);
+      if (load.ok() && options_.stall_timeout.count() > 0 &&
+          load->stalled_ms > options_.stall_timeout.count()) {
+        char why[160];
+        std::snprintf(why, sizeof(why),
+                      "no step finished for %.1f s with %d requests running and %d waiting",
+                      load->stalled_ms / 1000.0, load->num_running, load->num_waiting);
+        load = Status::Unavailable(groups_[g]->name() + ": " + why);
+      }
       std::unique_lock<std::mutex> lock(mu_);
       if (stop_) return;
       if (!load.ok()) last_error_[g] = load.status().message();
@@ -70,6 +78,11 @@ void GroupRouter::MarkDown(int g, const std::string& why) {
   std::fprintf(stderr, "epserve: %s is down: %s\n", groups_[g]->name().c_str(), why.c_str());
   policy_->ForgetGroup(g);  // whatever it comes back with, its cache is not to be counted on
   groups_[g]->Abort(groups_[g]->name() + " is down: " + why);
+}
+
+void GroupRouter::CountRetry() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++retries_;
 }
 
 void GroupRouter::ReportFailure(int group, const std::string& why) {

@@ -3,8 +3,9 @@
 // request with the RoutingPolicy (serve/routing_policy.h: round robin, least load, or
 // cache-aware over an approximate prefix tree), submits it there, and keeps each group's health:
 // a background thread asks every group for its Load every `health_interval`; a group that fails
-// to answer within `health_timeout` is marked down (its open streams are ended, its prefix
-// entries forgotten), and up again once it answers. A submission a group refuses as unavailable
+// to answer within `health_timeout`, or answers but has made no progress for `stall_timeout`,
+// is marked down (its open streams are ended, its prefix entries forgotten), and up again once
+// it answers (and moves). A submission a group refuses as unavailable
 // is retried on another up group; none up: Unavailable (the HTTP layer answers 503).
 // Thread safety: every public method may be called from any thread.
 #pragma once
@@ -31,6 +32,10 @@ struct GroupRouterOptions {
   std::chrono::milliseconds health_interval{500};
   std::chrono::milliseconds health_timeout{1000};
   std::chrono::milliseconds submit_timeout{30000};
+  // A group that answers its health check but has finished no step for this long while
+  // requests wait (WorkerMetrics::stalled_ms: a stopped or stuck rank) is down until it
+  // moves again: its streams are ended (and resumed elsewhere by the sessions). 0: never.
+  std::chrono::milliseconds stall_timeout{0};
 };
 
 struct RoutedRequest {
@@ -79,6 +84,8 @@ class GroupRouter {
   void Finished(const RoutedRequest& r, FinishReason reason);
   // A group failed under a request: mark it down now rather than at the next health check.
   void ReportFailure(int group, const std::string& why);
+  // A request its group lost runs again (router_retries_total).
+  void CountRetry();
 
   int num_groups() const { return static_cast<int>(groups_.size()); }
   int num_up() const;

@@ -25,11 +25,13 @@ class FakeGroup : public EngineGroup {
     if (!healthy) return Status::Unavailable(name_ + " does not answer");
     WorkerMetrics m;
     m.num_running = 7;
+    m.stalled_ms = stalled_ms;
     return m;
   }
   void Abort(const std::string&) override { ++aborts; }
 
   std::atomic<bool> healthy{true}, accepting{true};
+  std::atomic<int64_t> stalled_ms{0};  // what Load reports
   std::atomic<int> submits{0}, cancels{0}, aborts{0};
   std::atomic<RequestId> next_id{1};
   std::chrono::milliseconds delay{0};  // how long a Submit takes (a remote group's round trip)
@@ -39,7 +41,8 @@ class FakeGroup : public EngineGroup {
 };
 
 struct Fixture {
-  explicit Fixture(int n, RoutingPolicyKind policy = RoutingPolicyKind::kRoundRobin) {
+  explicit Fixture(int n, RoutingPolicyKind policy = RoutingPolicyKind::kRoundRobin,
+                   std::chrono::milliseconds stall_timeout = std::chrono::milliseconds(0)) {
     std::vector<std::unique_ptr<EngineGroup>> groups;
     for (int g = 0; g < n; ++g) {
       auto f = std::make_unique<FakeGroup>("group " + std::to_string(g));
@@ -49,7 +52,8 @@ struct Fixture {
     router =
         GroupRouter::Create(std::move(groups), {.routing = {.policy = policy},
                                                 .health_interval = std::chrono::milliseconds(20),
-                                                .health_timeout = std::chrono::milliseconds(20)})
+                                                .health_timeout = std::chrono::milliseconds(20),
+                                                .stall_timeout = stall_timeout})
             .value();
     EXPECT_TRUE(router->WaitUntilUp(std::chrono::seconds(5)).ok());
   }
@@ -101,6 +105,24 @@ TEST(GroupRouter, RetriesARefusedSubmissionOnAnotherGroupAndMarksTheFirstDown) {
   // Healthy again at the next health check.
   f.fakes[0]->accepting = true;
   EXPECT_TRUE(f.WaitFor(3));
+}
+
+// A group whose leader answers but whose steps stopped (a stopped rank elsewhere in its world)
+// is down once it has made no progress for stall_timeout, and stays down until it moves.
+TEST(GroupRouter, AGroupThatAnswersButMakesNoProgressIsDownAfterTheStallTimeout) {
+  Fixture f(2, RoutingPolicyKind::kRoundRobin, std::chrono::milliseconds(1000));
+  f.fakes[1]->stalled_ms = 900;  // within the bound: waited for
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(f.router->num_up(), 2);
+  EXPECT_EQ(f.fakes[1]->aborts, 0);
+  f.fakes[1]->stalled_ms = 1500;
+  ASSERT_TRUE(f.WaitFor(1));
+  EXPECT_EQ(f.fakes[1]->aborts, 1);  // its streams ended (sessions resume them elsewhere)
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(f.router->num_up(), 1);  // answering is not enough
+  EXPECT_EQ(f.fakes[1]->aborts, 1);
+  f.fakes[1]->stalled_ms = 0;  // it moved again
+  EXPECT_TRUE(f.WaitFor(2));
 }
 
 TEST(GroupRouter, AGroupThatStopsAnsweringIsDownWithinAHealthIntervalAndComesBack) {

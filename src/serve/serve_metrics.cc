@@ -42,6 +42,19 @@ ServeMetrics::ServeMetrics(std::string model_name)
               .Help("Time from a request's submission (after tokenization) to its last token.")
               .Register(*registry_)
               .Add(labels, kE2eBuckets);
+  resume_pause_ =
+      &prometheus::BuildHistogram()
+           .Name("epserve:resume_pause_seconds")
+           .Help(
+               "Requests resumed after their group failed: time from the failure to the next "
+               "token.")
+           .Register(*registry_)
+           .Add(labels, kItlBuckets);
+  restarts_ = &prometheus::BuildCounter()
+                   .Name("epserve:engine_world_restarts_total")
+                   .Help("Times serve --np restarted its engine world (a rank died or stalled).")
+                   .Register(*registry_)
+                   .Add(labels);
   requests_ = &prometheus::BuildCounter()
                    .Name("epserve:http_requests_total")
                    .Help("Completion requests answered, by outcome (ok or the HTTP status).")
@@ -53,6 +66,9 @@ ServeMetrics::~ServeMetrics() = default;
 void ServeMetrics::ObserveTimeToFirstToken(double s) { ttft_->Observe(s); }
 void ServeMetrics::ObserveInterTokenLatency(double s) { itl_->Observe(s); }
 void ServeMetrics::ObserveEndToEnd(double s) { e2e_->Observe(s); }
+
+void ServeMetrics::ObserveResume(double s) { resume_pause_->Observe(s); }
+void ServeMetrics::CountWorldRestart() { restarts_->Increment(); }
 
 void ServeMetrics::CountRequest(const std::string& status) {
   requests_->Add({{"model_name", model_name_}, {"status", status}}).Increment();

@@ -30,6 +30,11 @@ class ServeMetrics {
   void ObserveEndToEnd(double seconds);
   // An HTTP request's outcome: "ok", or the error's HTTP status ("400", "503", ...).
   void CountRequest(const std::string& status);
+  // A choice whose group failed under it was resumed on a group (its new first token came
+  // `pause_seconds` after the failure).
+  void ObserveResume(double pause_seconds);
+  // serve --np restarted its engine world.
+  void CountWorldRestart();
   std::string Render(const RouterMetrics& router) const;
 
  private:
@@ -38,7 +43,9 @@ class ServeMetrics {
   prometheus::Histogram* ttft_;
   prometheus::Histogram* itl_;
   prometheus::Histogram* e2e_;
+  prometheus::Histogram* resume_pause_;
   prometheus::Family<prometheus::Counter>* requests_;
+  prometheus::Counter* restarts_;
 };
 
 }  // namespace epserve::serve

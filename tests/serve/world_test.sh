@@ -2,7 +2,8 @@
 # serve.world: `serve --np 2` starts a two-rank expert-parallel engine world (2 DP groups)
 # through mpirun and routes over both. Checks: both groups serve requests (round robin); a
 # SIGTERM while a request streams lets it finish (drain) and stops the whole world, no engine
-# process left; and in a second world, killing one rank (SIGKILL: mpirun then ends the world)
+# process left; and in a second world without restarts (--max-restarts-per-minute 0; the
+# restarts are serve.self_heal's), killing one rank (SIGKILL: mpirun then ends the world)
 # makes requests answer 503 and /health 503 within seconds while the server stays up.
 set -euo pipefail
 EPSERVE=$1 WORK=$2
@@ -13,7 +14,7 @@ rm -rf "$WORK" && mkdir -p "$WORK"
 engines() { pgrep -f "epserve engine --model $WORK/model" || true; }
 
 start_server "$WORK/server.log" --model "$WORK/model" --np 2 --policy round_robin
-grep -q 'group 1 (127.0.0.1:[0-9]*) is up' "$WORK/server.log" || fail "group 1 not up"
+grep -q 'group 1 is up' "$WORK/server.log" || fail "group 1 not up"
 for i in 1 2 3 4; do
   code=$(curl -s --max-time 20 -o "$WORK/r$i.json" -w '%{http_code}' -H 'Content-Type: application/json' \
     -d "{\"prompt\": [$i, 7, 9], \"max_tokens\": 6, \"temperature\": 0}" "$BASE/v1/completions")
@@ -39,7 +40,7 @@ grep -q '"finish_reason":"length"' "$WORK/drain.txt" || { tail -c 300 "$WORK/dra
 [[ -z $(engines) ]] || fail "engine processes left after SIGTERM: $(engines)"
 
 # A second world; one rank dies.
-start_server "$WORK/server2.log" --model "$WORK/model" --np 2
+start_server "$WORK/server2.log" --model "$WORK/model" --np 2 --max-restarts-per-minute 0
 victim=$(engines | head -1)
 [[ -n $victim ]] || fail "no engine process found"
 kill -KILL "$victim"
@@ -52,6 +53,7 @@ for _ in $(seq 1 100); do
 done
 [[ $code == 503 ]] || fail "no 503 within 10 s of a rank dying (last: $code)"
 [[ $(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "$BASE/health") == 503 ]] || fail "/health is not 503"
+grep -q "not restarting it" "$WORK/server2.log" || fail "the log does not say it will not restart"
 stop_server
 [[ -z $(engines) ]] || fail "engine processes left: $(engines)"
 echo "serve.world: 2 groups served; SIGTERM drained a running stream; a dead rank gave 503"
