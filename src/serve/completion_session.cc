@@ -369,12 +369,27 @@ Json CompletionSession::Message(const Choice& c) const {
   return m;
 }
 
-std::variant<Json, ApiError> CompletionSession::Collect() {
+std::variant<Json, ApiError> CompletionSession::Collect(std::function<bool()> client_gone) {
   std::vector<TokenEvent> batch;
+  auto next_check = std::chrono::steady_clock::now();
   for (auto& cp : choices_) {
     Choice& c = *cp;
     while (!c.finished) {
       batch.clear();
+      if (client_gone && std::chrono::steady_clock::now() >= next_check) {
+        next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+        if (client_gone()) {
+          Cancel();
+          for (auto& o : choices_)
+            if (!o->finished) {
+              o->finished = true;
+              o->finish = FinishReason::kCancelled;
+            }
+          return ApiError{.http_status = 499,
+                          .message = "the client closed the connection",
+                          .type = "server_error"};
+        }
+      }
       if (c.resuming) {
         TryResume(c);
         if (c.resuming) std::this_thread::sleep_for(std::chrono::milliseconds(50));

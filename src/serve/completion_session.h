@@ -67,8 +67,10 @@ class CompletionSession {
                                                                           CompletionParams params);
   ~CompletionSession();  // cancels the request if it has not finished
 
-  // Non-streaming: waits for the end and returns the response body.
-  std::variant<nlohmann::json, ApiError> Collect();
+  // Non-streaming: waits for the end and returns the response body. `client_gone`, when
+  // given, is asked every 200 ms: once true the request is cancelled (the engine stops
+  // generating for nobody) and the error is a 499 nobody reads.
+  std::variant<nlohmann::json, ApiError> Collect(std::function<bool()> client_gone = {});
   // Streaming: waits up to `wait` for events and appends their SSE chunks ("data: {...}\n\n",
   // the last one "data: [DONE]\n\n") to *out. Returns true once the stream is complete.
   bool NextSse(std::string* out, std::chrono::milliseconds wait);

@@ -8,6 +8,7 @@
 
 #include "base/json.h"
 #include "serve/chat_prompt.h"
+#include "serve/client_socket.h"
 #include "serve/connection_queue.h"
 
 namespace epserve::serve {
@@ -257,7 +258,12 @@ void HttpServer::Routes() {
       std::shared_ptr<CompletionSession> session =
           std::move(std::get<std::unique_ptr<CompletionSession>>(started));
       if (!stream) {
-        auto result = session->Collect();
+        // A client that gives up cancels its request (cpp-httplib does not tell: its socket
+        // is looked up and watched, serve/client_socket.h).
+        int fd = req.ssl != nullptr
+                     ? SSL_get_fd(req.ssl)
+                     : FindClientSocket(req.local_port, req.remote_addr, req.remote_port);
+        auto result = session->Collect([fd] { return ClientClosed(fd); });
         if (auto* e = std::get_if<ApiError>(&result)) return SendError(res, *e);
         res.set_content(std::get<Json>(result).dump(), "application/json");
         return;
