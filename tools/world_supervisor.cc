@@ -85,8 +85,9 @@ void WorldSupervisor::Loop() {
     const auto now = std::chrono::steady_clock::now();
     const std::string why = CheckWorld(now);
     if (why.empty()) {
-      // A world that has run a minute without trouble resets the backoff.
-      if (now - started > std::chrono::minutes(1)) failed_starts_ = 0;
+      // A world that has run 10 s without trouble resets the backoff (only a crash loop, a
+      // world dying as soon as it is up, backs off).
+      if (now - started > std::chrono::seconds(10)) failed_starts_ = 0;
       continue;
     }
     while (!recent_.empty() && now - recent_.front() > std::chrono::minutes(1)) recent_.pop_front();
@@ -110,7 +111,8 @@ void WorldSupervisor::Loop() {
 void WorldSupervisor::Restart(const std::string& why) {
   const auto t0 = std::chrono::steady_clock::now();
   recent_.push_back(t0);
-  // Backoff: none for the first failure, then 1, 2, 4 ... 30 s while starts keep failing.
+  // Backoff: none for the first failure, then 1, 2, 4 ... 30 s while worlds keep failing
+  // (a start that fails, or a world that dies within 10 s of starting).
   const auto backoff = failed_starts_ == 0
                            ? std::chrono::milliseconds(0)
                            : std::chrono::milliseconds(std::min<int64_t>(
@@ -155,7 +157,7 @@ void WorldSupervisor::Restart(const std::string& why) {
   }
   for (size_t g = 0; g < groups_.size() && g < addresses->size(); ++g)
     groups_[g]->SetAddress((*addresses)[g]);
-  down_since_.reset();  // failed_starts_ stays: only a minute of health resets the backoff
+  down_since_.reset();  // failed_starts_ stays: only 10 s of health resets the backoff
   ++restarts_total_;
   if (on_restart_) on_restart_();
   std::fprintf(stderr, "epserve: the engine world is back after %.1f s (restart %d)\n",
