@@ -51,7 +51,10 @@ HttpServer::HttpServer(ServeContext& ctx, HttpServerOptions options)
   server_->new_task_queue = [connections] { return new ConnectionQueue(connections); };
   server_->set_payload_max_length(options_.max_body_bytes);
   server_->set_keep_alive_timeout(2);
-  server_->set_read_timeout(10);
+  server_->set_read_timeout(options_.read_timeout_ms / 1000,
+                            (options_.read_timeout_ms % 1000) * 1000);
+  if (options_.keep_alive_max_requests > 0)
+    server_->set_keep_alive_max_count(static_cast<size_t>(options_.keep_alive_max_requests));
   server_->set_write_timeout(10);
   // cpp-httplib listens with a backlog of 5: a burst of new connections (a load test opening
   // 200 at once) overflows it and connections fail. Keep the listening socket (this hook sees

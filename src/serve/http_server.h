@@ -34,6 +34,10 @@ struct HttpServerOptions {
   int num_threads = 1024;
   std::string ssl_certfile, ssl_keyfile;  // both set: HTTPS
   int listen_backlog = 1024;              // pending connections the kernel queues
+  // How long a read of a request may wait for its next bytes, and how many requests one
+  // connection may make (0: cpp-httplib's 5). The HTTP fuzz target shortens both.
+  int read_timeout_ms = 10000;
+  int keep_alive_max_requests = 0;
 };
 
 class HttpServer {
