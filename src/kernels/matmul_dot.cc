@@ -70,6 +70,10 @@ Scratch& ThreadScratch() {
 constexpr int64_t kPanelBytes = 192 << 10;
 constexpr int kTileM = 4, kTileN = 4;
 
+// clang (the fuzzing build) spells the target region differently.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx512vbmi,avx512bf16"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,avx512vbmi,avx512bf16")
 #pragma GCC diagnostic push
@@ -77,6 +81,7 @@ constexpr int kTileM = 4, kTileN = 4;
 // (GCC bug 105593), as in matmul_fast.cc.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include "kernels/fp8_bf16_avx512-inl.h"
 
 inline __m512 Dot(__m512 acc, __m512i x, __m512i w) {
@@ -455,8 +460,12 @@ void DotRowsT(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
   PanelRows<kDType>(a, n_begin, n_end, s.xp.data(), kp, s);
 }
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
+#endif
 
 }  // namespace
 

@@ -81,12 +81,21 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
+// The AMX / AVX-512 code below is compiled for those targets whatever the build's baseline
+// (the callers check the CPU first). clang (the fuzzing build) spells it differently.
+#if defined(__clang__)
+#pragma clang attribute push(                                                                 \
+    __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx512vbmi,avx512bf16,amx-tile," \
+                          "amx-bf16"))),                                                      \
+    apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,avx512vbmi,avx512bf16,amx-tile,amx-bf16")
 // GCC 12's AVX-512 headers trip -Wmaybe-uninitialized in their own _mm512_undefined_* helpers
 // (GCC bug 105593).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include "kernels/fp8_bf16_avx512-inl.h"
 
 // 32 elements (BF16 or F32) of a weight row from element k as bf16, zero where the mask is
@@ -382,8 +391,12 @@ void AmxRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
   _tile_release();
 }
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
+#endif
 
 }  // namespace
 

@@ -240,6 +240,10 @@ bool CpuHasVnni() {
   return (xcr0 & need) == need;
 }
 
+// clang (the fuzzing build) spells the target region differently.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vnni"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vnni")
 #pragma GCC diagnostic push
@@ -247,6 +251,7 @@ bool CpuHasVnni() {
 // (GCC bug 105593), as in matmul_fast.cc.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 
 void QuantizeRangeAvx512(const float* x, int64_t cols, int64_t x_stride, int64_t begin, int64_t end,
                          QuantizedRows& out) {
@@ -406,8 +411,12 @@ void I8MatMulRowsAvx512(const I8MatMulArgs& a, int64_t n_begin, int64_t n_end) {
   }
 }
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
+#endif
 
 }  // namespace
 
