@@ -18,6 +18,7 @@
 #include "base/guarded_thread.h"
 #include "comm/communicator.h"
 #include "rpc/engine_service.h"
+#include "rpc/tls.h"
 #include "runtime/engine_worker.h"
 #include "runtime/ep_replica.h"
 #include "runtime/loaded_model.h"
@@ -35,7 +36,8 @@ struct EngineCmdFlags {
   std::string host = "127.0.0.1";
   int port = 0;
   std::string port_file;
-  std::string token_file;  // --engine-token-file; else $EPSERVE_ENGINE_TOKEN (serve --np sets it)
+  std::string token_file;   // --engine-token-file; else $EPSERVE_ENGINE_TOKEN (serve --np sets it)
+  rpc::ServerTlsFiles tls;  // --tls-cert, --tls-key, --tls-client-ca
   EngineFlags engine;
   int tp = 1;
   int ranks_per_node = 0;
@@ -78,26 +80,47 @@ StatusOr<std::string> ResolveHost(const std::string& host) {
   return std::string(ip);
 }
 
+// The engine service's token and credentials, read at the start (before the model loads), so
+// that a bad file fails at once on every rank.
+struct ServiceSecurity {
+  std::string token;
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+};
+StatusOr<ServiceSecurity> ReadServiceSecurity(const EngineCmdFlags& f) {
+  ServiceSecurity s;
+  if (!f.token_file.empty()) {
+    ASSIGN_OR_RETURN(s.token, rpc::ReadTokenFile(f.token_file));
+  } else if (const char* env = std::getenv("EPSERVE_ENGINE_TOKEN"); env != nullptr) {
+    s.token = env;
+  }
+  ASSIGN_OR_RETURN(s.credentials, rpc::MakeServerCredentials(f.tls));
+  return s;
+}
+
+// This rank's place in the world.
+struct GroupPlace {
+  int group = 0, dp = 1;
+  std::string ranks;         // "ranks a-b", or "one process"
+  bool leader = true;        // serves the group's engine service
+  bool distributed = false;  // under mpirun: the worker steps on this thread
+};
+
 // Serves `worker` on the leader; steps (on this thread when distributed) until a stop signal.
-Status Serve(const EngineCmdFlags& f, EngineWorker& worker, int group, int dp,
-             const std::string& ranks, bool leader, bool distributed) {
+Status Serve(const EngineCmdFlags& f, const ServiceSecurity& security, EngineWorker& worker,
+             const GroupPlace& place) {
   std::unique_ptr<rpc::EngineService> service;
-  if (leader) {
-    const int port = f.port > 0 ? f.port + group : 0;
+  if (place.leader) {
+    const int port = f.port > 0 ? f.port + place.group : 0;
     ASSIGN_OR_RETURN(std::string host, ResolveHost(f.host));
-    std::string token;
-    if (!f.token_file.empty()) {
-      ASSIGN_OR_RETURN(token, rpc::ReadTokenFile(f.token_file));
-    } else if (const char* env = std::getenv("EPSERVE_ENGINE_TOKEN"); env != nullptr) {
-      token = env;
-    }
     ASSIGN_OR_RETURN(service,
-                     rpc::EngineService::Start(
-                         worker, {.listen = host + ":" + std::to_string(port), .token = token}));
+                     rpc::EngineService::Start(worker, {.listen = host + ":" + std::to_string(port),
+                                                        .token = security.token,
+                                                        .credentials = security.credentials}));
     const std::string address = host + ":" + std::to_string(service->port());
-    if (!f.port_file.empty()) RETURN_IF_ERROR(WritePortFile(f.port_file, group, address));
-    std::printf("epserve engine: group %d of %d (%s) listening on %s\n", group, dp, ranks.c_str(),
-                address.c_str());
+    if (!f.port_file.empty()) RETURN_IF_ERROR(WritePortFile(f.port_file, place.group, address));
+    // serve --np reads the address from this line (tools/engine_world.cc): it ends with it.
+    std::printf("epserve engine: group %d of %d (%s) listening on %s\n", place.group, place.dp,
+                place.ranks.c_str(), address.c_str());
     std::fflush(stdout);
   }
   std::atomic<bool> done{false};
@@ -105,8 +128,8 @@ Status Serve(const EngineCmdFlags& f, EngineWorker& worker, int group, int dp,
     while (!done && StopSignal() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (!done) worker.RequestStop();
   });
-  Status st = distributed ? worker.Run() : Status::Ok();
-  if (!distributed) {
+  Status st = place.distributed ? worker.Run() : Status::Ok();
+  if (!place.distributed) {
     while (StopSignal() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     worker.Shutdown();
   }
@@ -123,6 +146,7 @@ Status RunEngine(const EngineCmdFlags& f) {
     return Status::InvalidArgument("--timeout must be a positive number of seconds");
   if (f.a2a != "sparse" && f.a2a != "padded")
     return Status::InvalidArgument("--a2a must be sparse or padded, got " + f.a2a);
+  ASSIGN_OR_RETURN(ServiceSecurity security, ReadServiceSecurity(f));
   if (!comm::LaunchedByMpi()) {
     if (f.tp != 1 || !f.placement.empty() || f.ranks_per_node != 0)
       return Status::InvalidArgument(
@@ -133,7 +157,7 @@ Status RunEngine(const EngineCmdFlags& f) {
     }
     ASSIGN_OR_RETURN(auto local, StartLocalEngine(dir, f.engine));
     EngineWorker worker(*local->engine);
-    return Serve(f, worker, 0, 1, "one process", true, false);
+    return Serve(f, security, worker, {.ranks = "one process"});
   }
   if (f.engine.device.cuda())
     return Status::InvalidArgument("--device " + f.engine.device.device +
@@ -187,7 +211,12 @@ Status RunEngine(const EngineCmdFlags& f) {
         "blocks x %lld positions (%s)\n",
         rep->num_ranks, rep->num_nodes, rep->dp, rep->tp, static_cast<long long>(eo->num_blocks),
         static_cast<long long>(eo->block_size), KvDTypeName(eo->kv_dtype));
-  Status st = Serve(f, worker, rep->group, rep->dp, ranks, rep->leader(), true);
+  Status st = Serve(f, security, worker,
+                    {.group = rep->group,
+                     .dp = rep->dp,
+                     .ranks = ranks,
+                     .leader = rep->leader(),
+                     .distributed = true});
   if (!st.ok()) return fail(st, false);
   return Status::Ok();
 }
@@ -200,14 +229,25 @@ void RegisterEngineCommand(CLI::App& app, CommandContext& ctx) {
       "engine",
       "Run the engine world of a multi-group deployment: alone, one DP group; under mpirun -np N,\n"
       "N expert-parallel ranks in DP groups of --tp ranks. The first rank of each group serves\n"
-      "the gRPC engine service (no authentication: keep it on loopback or a private network)\n"
-      "that `epserve serve --engines HOST:PORT,...` routes to. `serve --np N` starts this itself.");
+      "the gRPC engine service (a shared token; TLS with --tls-cert/--tls-key) that\n"
+      "`epserve serve --engines HOST:PORT,...` routes to. `serve --np N` starts this itself.");
   cmd->add_option("--model", f->model, "model folder (default: the embedded tiny model)");
   cmd->add_option("--engine-token-file", f->token_file,
                   "a file holding the shared secret every call to the engine service must carry "
                   "(serve --engine-token-file gives the same file); without it, "
                   "$EPSERVE_ENGINE_TOKEN (serve --np sets it for its world), else no check, "
                   "which is allowed only on a loopback --host");
+  const char* tls = "TLS";
+  cmd->add_option("--tls-cert", f->tls.cert,
+                  "serve the engine service over TLS with this PEM certificate (chain, leaf "
+                  "first); serve --engine-tls-ca verifies it")
+      ->group(tls);
+  cmd->add_option("--tls-key", f->tls.key, "the certificate's PEM private key (not encrypted)")
+      ->group(tls);
+  cmd->add_option("--tls-client-ca", f->tls.client_ca,
+                  "mutual TLS: every caller must present a certificate this PEM CA signed "
+                  "(serve --engine-tls-cert/--engine-tls-key)")
+      ->group(tls);
   cmd->add_option("--host", f->host,
                   "address the engine service binds; auto: this machine's address (by its host "
                   "name), for a scheduler on another machine")

@@ -22,6 +22,7 @@
 #include "model/config.h"
 #include "rpc/engine_client.h"
 #include "rpc/engine_service.h"
+#include "rpc/tls.h"
 #include "runtime/engine_group.h"
 #include "runtime/engine_worker.h"
 #include "runtime/loaded_model.h"
@@ -56,7 +57,9 @@ struct ServeFlags {
   EngineFlags engine;
   // Deployment.
   std::string engines;
-  std::string engine_token_file;  // --engines: the services' shared secret
+  std::string engine_token_file;   // --engines: the services' shared secret
+  rpc::ClientTlsFiles engine_tls;  // --engine-tls-ca, -cert, -key, -server-name: the channels
+  rpc::ServerTlsFiles world_tls;   // --np: the world's --tls-cert, --tls-key, --tls-client-ca
   int np = 0, tp = 1, ranks_per_node = 0;
   std::string hostfile, mpirun = "mpirun", mpirun_args,
                         engine_host;  // "": 127.0.0.1, or auto with a hostfile
@@ -141,6 +144,13 @@ std::vector<std::string> MpirunArgv(const ServeFlags& f, const std::string& dir)
     a.insert(a.end(), {"--ranks-per-node", std::to_string(f.ranks_per_node)});
   if (!f.placement.empty()) a.insert(a.end(), {"--placement", f.placement});
   for (const auto& x : f.engine.Args()) a.push_back(x);
+  // Absolute: the ranks may start elsewhere (the files must be at the same path on every machine).
+  auto file = [&](const char* flag, const std::string& path) {
+    if (!path.empty()) a.insert(a.end(), {flag, std::filesystem::absolute(path).string()});
+  };
+  file("--tls-cert", f.world_tls.cert);
+  file("--tls-key", f.world_tls.key);
+  file("--tls-client-ca", f.world_tls.client_ca);
   return a;
 }
 
@@ -252,6 +262,29 @@ Status RunServe(const ServeFlags& f) {
       return Status::InvalidArgument("--engine-token-file is for --engines (--np makes its own)");
     ASSIGN_OR_RETURN(token, rpc::ReadTokenFile(f.engine_token_file));
   }
+  // TLS on the channels to the engine services; with --np, the world's services too (their
+  // files are checked here, before the world starts, and again by every rank).
+  if (!f.engine_tls.empty() && f.np == 0 && f.engines.empty())
+    return Status::InvalidArgument("--engine-tls-* are for --engines or --np");
+  if (!f.world_tls.empty()) {
+    if (f.np == 0)
+      return Status::InvalidArgument(
+          "--tls-cert, --tls-key and --tls-client-ca are the engine world's (with --np); HTTPS "
+          "is --ssl-certfile and --ssl-keyfile");
+    if (f.engine_tls.ca.empty())
+      return Status::InvalidArgument(
+          "--tls-cert with --np needs --engine-tls-ca, the CA that signed it");
+    if (!f.world_tls.client_ca.empty() && f.engine_tls.cert.empty())
+      return Status::InvalidArgument(
+          "--tls-client-ca makes the world require a client certificate: give --engine-tls-cert "
+          "and --engine-tls-key");
+    RETURN_IF_ERROR(rpc::MakeServerCredentials(f.world_tls).status());
+  } else if (f.np > 0 && !f.engine_tls.empty()) {
+    return Status::InvalidArgument(
+        "--engine-tls-* with --np: give the world's certificate too (--tls-cert, --tls-key)");
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                   rpc::MakeChannelCredentials(f.engine_tls));
   if (f.np > 0) {
     ASSIGN_OR_RETURN(token, rpc::RandomToken());
     setenv("EPSERVE_ENGINE_TOKEN", token.c_str(), 1);
@@ -274,7 +307,9 @@ Status RunServe(const ServeFlags& f) {
       // Named by index only: a restarted world's group has another address.
       auto group = std::make_unique<rpc::GrpcEngineGroup>(
           "group " + std::to_string(g) + (world ? "" : " (" + addresses[g] + ")"), addresses[g],
-          token);
+          rpc::GrpcEngineGroupOptions{.token = token,
+                                      .credentials = credentials,
+                                      .tls_server_name = f.engine_tls.server_name});
       grpc_groups.push_back(group.get());
       groups.push_back(std::move(group));
     }
@@ -438,6 +473,32 @@ void RegisterServeCommand(CLI::App& app, CommandContext& ctx) {
                   "with --engines: the file holding the engine services' shared secret (the "
                   "engines' --engine-token-file)")
       ->group(dep);
+  const char* etls = "Engine TLS";
+  cmd->add_option("--engine-tls-ca", f->engine_tls.ca,
+                  "talk to the engine services over TLS, verifying their certificates against "
+                  "this PEM CA (--engines, or --np with --tls-cert)")
+      ->group(etls);
+  cmd->add_option("--engine-tls-cert", f->engine_tls.cert,
+                  "mutual TLS: the PEM client certificate serve presents to the engine services "
+                  "(for engines started with --tls-client-ca)")
+      ->group(etls);
+  cmd->add_option("--engine-tls-key", f->engine_tls.key, "the client certificate's PEM private key")
+      ->group(etls);
+  cmd->add_option("--engine-tls-server-name", f->engine_tls.server_name,
+                  "the name the engines' certificates must carry (default: the host of each "
+                  "address)")
+      ->group(etls);
+  cmd->add_option("--tls-cert", f->world_tls.cert,
+                  "with --np: the world's engine services serve TLS with this PEM certificate "
+                  "(engine --tls-cert; not HTTPS, that is --ssl-certfile)")
+      ->group(etls);
+  cmd->add_option("--tls-key", f->world_tls.key,
+                  "with --np: the world's certificate's PEM private key (engine --tls-key)")
+      ->group(etls);
+  cmd->add_option("--tls-client-ca", f->world_tls.client_ca,
+                  "with --np: the world requires client certificates this PEM CA signed (engine "
+                  "--tls-client-ca; give --engine-tls-cert/--engine-tls-key)")
+      ->group(etls);
   cmd->add_option("--engines", f->engines,
                   "route to running engine services instead: HOST:PORT,HOST:PORT,...")
       ->group(dep);

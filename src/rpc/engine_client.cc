@@ -11,7 +11,7 @@ namespace epserve::rpc {
 
 class GrpcEngineGroup::Stubs {
  public:
-  explicit Stubs(const std::string& address) {
+  Stubs(const std::string& address, const GrpcEngineGroupOptions& options) {
     grpc::ChannelArguments args;
     // A restarted engine is found again within a second or so, not after gRPC's default
     // backoff of up to two minutes.
@@ -19,7 +19,11 @@ class GrpcEngineGroup::Stubs {
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     args.SetMaxReceiveMessageSize(64 << 20);
-    channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    if (!options.tls_server_name.empty()) args.SetSslTargetNameOverride(options.tls_server_name);
+    channel = grpc::CreateCustomChannel(
+        address,
+        options.credentials != nullptr ? options.credentials : grpc::InsecureChannelCredentials(),
+        args);
     stub = rpc::Engine::NewStub(channel);
   }
   std::shared_ptr<grpc::Channel> channel;
@@ -112,11 +116,16 @@ class GrpcEngineGroup::Call : public grpc::ClientReadReactor<GenerateReply> {
   std::string why_;  // set by Abort
 };
 
-GrpcEngineGroup::GrpcEngineGroup(std::string name, std::string address, std::string token)
+GrpcEngineGroup::GrpcEngineGroup(std::string name, std::string address,
+                                 GrpcEngineGroupOptions options)
     : name_(std::move(name)),
-      token_(std::move(token)),
+      options_(std::move(options)),
       address_(std::move(address)),
-      stubs_(std::make_unique<Stubs>(address_)) {}
+      stubs_(std::make_unique<Stubs>(address_, options_)) {}
+
+GrpcEngineGroup::GrpcEngineGroup(std::string name, std::string address, std::string token)
+    : GrpcEngineGroup(std::move(name), std::move(address),
+                      GrpcEngineGroupOptions{.token = std::move(token)}) {}
 
 std::string GrpcEngineGroup::address() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -134,7 +143,7 @@ void GrpcEngineGroup::SetAddress(const std::string& address) {
   // The old channel stays alive as long as this object: calls started on it may still be
   // ending (their contexts refer to it).
   retired_.push_back(std::move(stubs_));
-  stubs_ = std::make_unique<Stubs>(address);
+  stubs_ = std::make_unique<Stubs>(address, options_);
   address_ = address;
 }
 
@@ -219,13 +228,34 @@ StatusOr<WorkerMetrics> GrpcEngineGroup::Load(std::chrono::milliseconds timeout)
   LoadRequest request;
   LoadReply reply;
   grpc::Status st = stubs()->stub->Load(&context, request, &reply);
-  if (!st.ok()) return FromGrpc(st, name_ + " (" + address() + ")");
+  if (!st.ok()) {
+    Status err = FromGrpc(st, name_ + " (" + address() + ")");
+    // gRPC 1.51 reports a failed TLS handshake only as a failure to connect ("Socket closed" at
+    // first, then "tcp handshaker shutdown"; the reason goes to gRPC's log): say what to check.
+    // Load is serve's startup and health check. Only before the first answer: a service that
+    // answered once and then closed its socket died, which is no handshake problem.
+    const std::string& why = st.error_message();
+    if (err.code() == StatusCode::kUnavailable && !answered_ &&
+        (why.find("andshake") != std::string::npos ||
+         why.find("Socket closed") != std::string::npos))
+      err = Status::Unavailable(
+          err.message() +
+          (options_.credentials == nullptr
+               ? " (the connection failed in its handshake: does the engine service use TLS? "
+                 "then give --engine-tls-ca)"
+               : " (the TLS handshake failed: is the engine service's certificate signed by "
+                 "--engine-tls-ca and issued to the address's host or --engine-tls-server-name; "
+                 "does it want a client certificate (--engine-tls-cert); does it use TLS at "
+                 "all?)"));
+    return err;
+  }
+  answered_ = true;
   if (!reply.serving()) return Status::Unavailable(name_ + " is shutting down");
   return FromProto(reply);
 }
 
 void GrpcEngineGroup::Authorize(grpc::ClientContext* context) const {
-  if (!token_.empty()) context->AddMetadata("authorization", "Bearer " + token_);
+  if (!options_.token.empty()) context->AddMetadata("authorization", "Bearer " + options_.token);
 }
 
 void GrpcEngineGroup::Abort(const std::string& why) {

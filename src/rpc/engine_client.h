@@ -5,6 +5,7 @@
 // Thread safety: every method may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -15,16 +16,30 @@
 
 namespace grpc {
 class Channel;
+class ChannelCredentials;
 class ClientContext;
 }  // namespace grpc
 
 namespace epserve::rpc {
 
+struct GrpcEngineGroupOptions {
+  // The service's shared secret (EngineServiceOptions::token), sent with every call; empty for a
+  // service without one.
+  std::string token;
+  // How the channel is secured (rpc/tls.h, MakeChannelCredentials); null: plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // With TLS credentials: the name the service's certificate must carry instead of the host of
+  // the address (gRPC's SSL target name override); empty: the host.
+  std::string tls_server_name;
+};
+
 class GrpcEngineGroup : public EngineGroup {
  public:
-  // `address`: "host:port" of the engine service. Connects lazily (the first call). `token`:
-  // the service's shared secret (EngineServiceOptions::token), sent with every call; empty for a
-  // service without one.
+  // `address`: "host:port" of the engine service. Connects lazily (the first call); a TLS
+  // handshake that fails (a certificate the CA did not sign, another name) fails that call and
+  // every health check (Load) as unavailable.
+  GrpcEngineGroup(std::string name, std::string address, GrpcEngineGroupOptions options);
+  // Plaintext, with `token` as above.
   GrpcEngineGroup(std::string name, std::string address, std::string token = "");
   ~GrpcEngineGroup() override;  // Abort()s open calls and waits (bounded) for them to end
 
@@ -50,11 +65,13 @@ class GrpcEngineGroup : public EngineGroup {
   void Authorize(grpc::ClientContext* context) const;  // adds the token, if any
   Stubs* stubs();
 
-  std::string name_, token_;
+  const std::string name_;
+  const GrpcEngineGroupOptions options_;
   mutable std::mutex mu_;
   std::string address_;                          // guarded by mu_
   std::unique_ptr<Stubs> stubs_;                 // guarded by mu_
   std::vector<std::unique_ptr<Stubs>> retired_;  // earlier addresses' (calls may use them)
+  std::atomic<bool> answered_{false};            // a Load has succeeded (TLS hints only before)
   std::unordered_map<RequestId, std::shared_ptr<Call>> calls_;  // accepted, not yet done
   int open_calls_ = 0;                                          // started, not yet done
   std::condition_variable calls_done_;

@@ -178,7 +178,9 @@ StatusOr<std::unique_ptr<EngineService>> EngineService::Start(EngineWorker& work
   std::unique_ptr<EngineService> s(new EngineService());
   s->impl_ = std::make_unique<Impl>(worker, o.token);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(o.listen, grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(
+      o.listen, o.credentials != nullptr ? o.credentials : grpc::InsecureServerCredentials(),
+      &s->port_);
   builder.RegisterService(s->impl_.get());
   grpc::ResourceQuota quota("epserve-engine");
   quota.SetMaxThreads(o.max_threads);

@@ -17,7 +17,8 @@
 
 namespace grpc {
 class Server;
-}
+class ServerCredentials;
+}  // namespace grpc
 
 namespace epserve::rpc {
 
@@ -28,6 +29,9 @@ struct EngineServiceOptions {
   // without it are UNAUTHENTICATED). Empty: no check, allowed only on a loopback address (Start
   // refuses anything else), since a request here bypasses the HTTP server's API key and limits.
   std::string token;
+  // How the port is secured (rpc/tls.h, MakeServerCredentials); null: plaintext. TLS does not
+  // replace the token: a caller needs both.
+  std::shared_ptr<grpc::ServerCredentials> credentials;
   int max_threads = 1024;  // gRPC threads (each open Generate stream holds one)
 };
 

@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 #include "model/test_util.h"
 #include "rpc/engine_client.h"
 #include "rpc/engine_service.grpc.pb.h"
 #include "rpc/engine_service.h"
+#include "rpc/tls.h"
 #include "runtime/loaded_model.h"
 
 namespace epserve::rpc {
@@ -27,6 +29,24 @@ std::vector<TokenEvent> Drain(RequestStream& s, int limit_ms = 30000) {
   }
   ADD_FAILURE() << "no finish within " << limit_ms << " ms";
   return all;
+}
+
+// Throwaway certificates from the openssl command line, in `dir`: ca.pem (a CA), server.pem for
+// 127.0.0.1 and client.pem, both signed by it (with server.key, client.key), and rogue.pem, a
+// self-signed CA of the same name. False when openssl is missing or fails.
+bool MakeCertificates(const std::string& dir) {
+  if (std::system("openssl version >/dev/null 2>&1") != 0) return false;
+  const std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2";
+  std::string sh = "set -e; mkdir -p " + dir + "; cd " + dir + "; exec 2>/dev/null;";
+  for (const char* ca : {"ca", "rogue"})
+    sh += "openssl req -x509" + ec + " -keyout " + ca + ".key -out " + ca +
+          ".pem -subj /CN=epserve-test-ca;";
+  for (const char* leaf : {"server", "client"})
+    sh += std::string("openssl req") + ec + " -keyout " + leaf + ".key -out " + leaf +
+          ".csr -subj /CN=" + leaf + "; printf 'subjectAltName=IP:127.0.0.1\n' >" + leaf +
+          ".ext; openssl x509 -req -in " + leaf + ".csr -CA ca.pem -CAkey ca.key " +
+          "-CAcreateserial -days 2 -extfile " + leaf + ".ext -out " + leaf + ".pem;";
+  return std::system(("sh -c \"" + sh + "\"").c_str()) == 0;
 }
 
 class RpcTest : public ::testing::Test {
@@ -184,6 +204,93 @@ TEST_F(RpcTest, GuessedCancelsEndNothing) {
   req.set_request_id(*id);
   CancelReply reply;
   EXPECT_EQ(stub->Cancel(&ctx, req, &reply).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+// A TLS service (mutual: client certificates required) serves a caller that trusts its CA and
+// presents a certificate that CA signed, with the token; a plaintext caller, one trusting
+// another CA, and one without a client certificate never get an answer.
+TEST_F(RpcTest, ATlsServiceServesOnlyCallersWithTheRightCertificates) {
+  const std::string d = dir_ + "/tls";
+  if (!MakeCertificates(d)) GTEST_SKIP() << "no working openssl command to make certificates";
+  auto server_creds = MakeServerCredentials(
+      {.cert = d + "/server.pem", .key = d + "/server.key", .client_ca = d + "/ca.pem"});
+  ASSERT_TRUE(server_creds.ok()) << server_creds.status().message();
+  auto tls = EngineService::Start(*worker_, {.token = kToken, .credentials = *server_creds});
+  ASSERT_TRUE(tls.ok()) << tls.status().message();
+  const std::string address = "127.0.0.1:" + std::to_string((*tls)->port());
+  auto client_creds = MakeChannelCredentials(
+      {.ca = d + "/ca.pem", .cert = d + "/client.pem", .key = d + "/client.key"});
+  ASSERT_TRUE(client_creds.ok()) << client_creds.status().message();
+
+  GrpcEngineGroup trusted("tls", address, {.token = kToken, .credentials = *client_creds});
+  EngineRequest r{.prompt = {5, 6, 7}, .max_tokens = 6, .use_default_stop = false};
+  auto plain = std::make_shared<RequestStream>(), secure = std::make_shared<RequestStream>();
+  ASSERT_TRUE(client_->Submit(r, plain, std::chrono::seconds(10)).ok());
+  auto id = trusted.Submit(r, secure, std::chrono::seconds(10));
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  std::vector<TokenEvent> a = Drain(*plain), b = Drain(*secure);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].token, b[i].token) << i;
+  EXPECT_TRUE(trusted.Load(std::chrono::seconds(5)).ok());
+
+  auto no_cert = MakeChannelCredentials({.ca = d + "/ca.pem"});
+  auto other_ca = MakeChannelCredentials(
+      {.ca = d + "/rogue.pem", .cert = d + "/client.pem", .key = d + "/client.key"});
+  ASSERT_TRUE(no_cert.ok() && other_ca.ok());
+  GrpcEngineGroup plaintext("plaintext", address, kToken);
+  GrpcEngineGroup without_cert("without a client certificate", address,
+                               {.token = kToken, .credentials = *no_cert});
+  GrpcEngineGroup distrusting("another CA", address, {.token = kToken, .credentials = *other_ca});
+  for (GrpcEngineGroup* g : {&plaintext, &without_cert, &distrusting}) {
+    auto load = g->Load(std::chrono::seconds(2));
+    EXPECT_EQ(load.status().code(), StatusCode::kUnavailable) << g->name();
+    EXPECT_NE(load.status().message().find("handshake"), std::string::npos)  // the hint
+        << load.status().message();
+  }
+  // With a client certificate the token is still needed.
+  GrpcEngineGroup tokenless("no token", address, {.credentials = *client_creds});
+  auto load = tokenless.Load(std::chrono::seconds(5));
+  EXPECT_NE(load.status().message().find("missing or wrong engine token"), std::string::npos)
+      << load.status().message();
+}
+
+// Bad files are errors at once, naming the flag and the file.
+TEST(RpcTlsFilesTest, BadFilesAreErrorsNamingTheFlagAndTheFile) {
+  const std::string d = epserve::testing::TempDir("rpc_tls_" + std::to_string(::getpid()));
+  if (!MakeCertificates(d)) GTEST_SKIP() << "no working openssl command to make certificates";
+  auto error = [](const StatusOr<std::shared_ptr<grpc::ServerCredentials>>& s) {
+    return s.ok() ? std::string("ok") : s.status().message();
+  };
+  EXPECT_TRUE(MakeServerCredentials({}).ok());
+  EXPECT_EQ(*MakeServerCredentials({}), nullptr);  // plaintext
+  EXPECT_EQ(error(MakeServerCredentials({.cert = d + "/server.pem", .key = d + "/none.key"})),
+            "--tls-key " + d + "/none.key: no such file");
+  EXPECT_EQ(
+      error(MakeServerCredentials({.cert = d + "/server.key", .key = d + "/server.key"})),
+      "--tls-cert " + d + "/server.key: no PEM certificate in it (-----BEGIN CERTIFICATE-----)");
+  EXPECT_EQ(
+      error(MakeServerCredentials({.cert = d + "/server.pem", .key = d + "/server.pem"})),
+      "--tls-key " + d + "/server.pem: no PEM private key in it (-----BEGIN PRIVATE KEY-----)");
+  EXPECT_EQ(error(MakeServerCredentials({.cert = d + "/server.pem", .key = d + "/client.key"})),
+            "--tls-key " + d +
+                "/client.key: not the private key of the certificate in --tls-cert " + d +
+                "/server.pem");
+  EXPECT_EQ(error(MakeServerCredentials({.cert = d + "/server.pem"})),
+            "--tls-cert and --tls-key go together");
+  EXPECT_EQ(error(MakeServerCredentials(
+                {.cert = d + "/server.pem", .key = d + "/server.key", .client_ca = d})),
+            "--tls-client-ca " + d + ": not a file");
+  auto client = MakeChannelCredentials(
+      {.ca = d + "/ca.pem", .cert = d + "/client.pem", .key = d + "/server.key"});
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().message(), "--engine-tls-key " + d +
+                                           "/server.key: not the private key of the certificate "
+                                           "in --engine-tls-cert " +
+                                           d + "/client.pem");
+  client = MakeChannelCredentials({.cert = d + "/client.pem", .key = d + "/client.key"});
+  ASSERT_FALSE(client.ok());
+  EXPECT_NE(client.status().message().find("need --engine-tls-ca"), std::string::npos);
+  std::filesystem::remove_all(d);
 }
 
 TEST_F(RpcTest, ANonLoopbackAddressNeedsAToken) {
