@@ -5,6 +5,8 @@
 //   roofline   modeled GroupGEMM and GEMM points against the roofs (for the charts)
 //   calibrate  fit efficiency factors to measured kernel times (--measured FILE)
 //   import-bench  `epserve bench kernels --json` runs -> calibration CSV + catalog entry (CPU)
+//   prefill    per-layer prefill time and time to first token (cmd_plan_prefill.cc)
+//   disagg     prefill and decode pools meeting TTFT/TPOT SLOs, vs co-located (cmd_plan_disagg.cc)
 // Every subcommand prints one JSON object with --json.
 #include <unistd.h>
 
@@ -24,6 +26,7 @@
 #include "planner/json_util.h"
 #include "planner/report_json.h"
 #include "planner/sweep.h"
+#include "tools/cmd_plan_common.h"
 #include "tools/command.h"
 #include "tools/flag_checks.h"
 
@@ -32,112 +35,15 @@ namespace {
 
 using namespace epserve::planner;
 
-struct CommonFlags {
-  std::string model = "deepseek-v3";
-  std::string gpu = "H100";
-  std::string hardware = DefaultHardwarePath();
-  std::string efficiency = DefaultEfficiencyPath();
-  std::string trace;
-  int gpus_per_machine = 0;
-  int batch = 128, kv_len = 5000, query_len = 2;
-  double acceptance = 0.6;
-  double kv_element_bytes = 2;
-  std::string overlap = "best";
-  bool json = false;
-};
-
-// Everything a plan command loads from files.
-struct Loaded {
-  HardwareCatalog catalog;
-  HardwareSpec hw;
-  ModelSpec model;
-  EfficiencyFactors eff;
-  std::optional<RoutingTrace> trace;
-  std::optional<OverlapMode> overlap;  // nullopt: best per point
-  Workload workload;
-};
-
-StatusOr<Loaded> Load(const CommonFlags& f) {
-  Loaded l;
-  ASSIGN_OR_RETURN(l.catalog, HardwareCatalog::LoadFile(f.hardware));
-  ASSIGN_OR_RETURN(l.hw, l.catalog.Find(f.gpu));
-  ASSIGN_OR_RETURN(l.model, LoadModelConfig(ResolveModelConfigPath(f.model)));
-  ASSIGN_OR_RETURN(l.eff, LoadEfficiencyFile(f.efficiency));
-  if (!f.trace.empty()) {
-    ASSIGN_OR_RETURN(RoutingTrace trace, LoadRoutingTrace(f.trace));
-    l.trace = std::move(trace);
-  }
-  if (f.overlap != "best") {
-    ASSIGN_OR_RETURN(OverlapMode mode, ParseOverlapMode(f.overlap));
-    l.overlap = mode;
-  }
-  l.workload = {.batch = f.batch,
-                .kv_len = f.kv_len,
-                .query_len = f.query_len,
-                .acceptance_rate = f.acceptance,
-                .kv_element_bytes = f.kv_element_bytes};
-  RETURN_IF_ERROR(l.workload.Validate());
-  return l;
-}
-
-void AddCommonOptions(CLI::App* cmd, CommonFlags* f, bool workload) {
-  cmd->add_option("--model", f->model,
-                  "config.json (or its folder), or a name under data/planner/models")
-      ->capture_default_str();
-  cmd->add_option("--gpu", f->gpu, "GPU name in the hardware catalog")->capture_default_str();
-  cmd->add_option("--hardware", f->hardware, "hardware catalog JSON")->capture_default_str();
-  cmd->add_option("--efficiency", f->efficiency, "efficiency factors JSON")->capture_default_str();
-  cmd->add_flag("--json", f->json, "print one JSON object (fields in docs/planner.md)");
-  if (!workload) return;
-  cmd->add_option("--gpus-per-machine", f->gpus_per_machine, "default: the GPU's catalog entry")
-      ->check(IntRange(1, 4096));
-  cmd->add_option("--kv-len", f->kv_len, "cached tokens per request")
-      ->check(IntRange(0, 1 << 30))
-      ->capture_default_str();
-  cmd->add_option("--query-len", f->query_len, "tokens per request per step (1 + MTP drafts)")
-      ->check(IntRange(1, 1024))
-      ->capture_default_str();
-  cmd->add_option("--acceptance", f->acceptance, "draft token acceptance rate")
-      ->check(RealRange(0, 1))
-      ->capture_default_str();
-  cmd->add_option("--kv-element-bytes", f->kv_element_bytes,
-                  "bytes per latent-cache element (2: BF16; 4: the CPU engine's f32 cache)")
-      ->check(RealRange(0, 64, LowerEnd::kOpen))
-      ->capture_default_str();
-  cmd->add_option("--overlap", f->overlap, "none | dispatch-overlap | micro-batch | best")
-      ->capture_default_str();
-  cmd->add_option("--trace", f->trace, "routing trace CSV file or folder (default: uniform)");
-}
-
-void Print(const nlohmann::json& json) { std::printf("%s\n", json.dump(2).c_str()); }
-
-nlohmann::json InputsJson(const Loaded& l, const CommonFlags& f) {
-  return {{"model", l.model.name},
-          {"gpu", l.hw.name},
-          {"routing", f.trace.empty() ? "uniform" : f.trace},
-          {"overlap", f.overlap},
-          {"kv_bytes_per_token", l.model.KvBytesPerToken()},
-          {"kv_bytes_per_token_with_mtp", l.model.KvBytesPerTokenWithMtp()}};
-}
-
 // ---- plan layer -------------------------------------------------------------------------------
 
 struct LayerFlags {
   CommonFlags common;
+  LayoutFlags layout;
   int ep = 128, tp = 1, dp = 0, machines = 0;
   bool ignore_memory = false;
   std::string exchange = "published";
 };
-
-void PrintLayerTable(const LayerBreakdown& layer) {
-  std::printf("  %-5s %-20s %8s %10s %9s %9s  %s\n", "stage", "kernel", "launches", "time us",
-              "TFLOP/s", "FLOP/B", "bound");
-  for (const KernelTime& k : layer.kernels) {
-    std::printf("  %-5d %-20s %8d %10.1f %9.1f %9.1f  %s\n", k.stage, k.name.c_str(), k.launches,
-                k.cost.time_us, AchievedTflops(k.cost), Intensity(k.cost),
-                k.cost.compute_bound ? "compute" : "memory");
-  }
-}
 
 void RunLayer(const LayerFlags& f, CommandContext& ctx) {
   StatusOr<Loaded> l = Load(f.common);
@@ -149,7 +55,13 @@ void RunLayer(const LayerFlags& f, CommandContext& ctx) {
     return ReportError(ctx, "EP " + std::to_string(f.ep) + " must equal DP x TP (" +
                                 std::to_string(f.dp) + " x " + std::to_string(f.tp) + ")");
   }
-  StatusOr<Deployment> d = MakeDeployment(l->model, f.ep, f.tp, gpm);
+  StatusOr<Layout> layout = ResolveLayout(f.layout, l->model, f.ep);
+  if (!layout.ok()) return ReportError(ctx, layout.status().message());
+  StatusOr<Deployment> d =
+      MakeDeployment(l->model, {.ep = f.ep,
+                                .tp = f.tp,
+                                .gpus_per_machine = gpm,
+                                .redundant_experts = layout->redundant_experts});
   if (!d.ok()) return ReportError(ctx, d.status().message());
   d->exchange = f.exchange == "epserve" ? ExchangeFormat::kEpserve : ExchangeFormat::kPublished;
   if (f.machines > 0 && f.machines != d->num_machines) {
@@ -157,17 +69,17 @@ void RunLayer(const LayerFlags& f, CommandContext& ctx) {
                                 " does not match (EP ranks fill machines of " +
                                 std::to_string(gpm) + " GPUs)");
   }
-  StatusOr<RoutingModel> routing =
-      l->trace ? RoutingModel::FromTrace(*l->trace, l->model, d->ep, d->RanksPerMachine())
-               : RoutingModel::Uniform(l->model, d->ep, d->RanksPerMachine());
+  StatusOr<RoutingModel> routing = BuildRouting(*l, *d, *layout);
   if (!routing.ok()) return ReportError(ctx, routing.status().message());
   PlanContext pc{.hw = &l->hw, .model = &l->model, .eff = &l->eff, .routing = &*routing};
   StatusOr<StepEstimate> step = EstimateStep(
       pc, *d, l->workload, {.overlap = l->overlap, .require_memory_fit = !f.ignore_memory});
   if (!step.ok()) return ReportError(ctx, step.status().message());
   if (f.common.json) {
+    nlohmann::json inputs = InputsJson(*l, f.common);
+    inputs["expert_layout"] = routing->layout_source();
     Print({{"command", "plan layer"},
-           {"inputs", InputsJson(*l, f.common)},
+           {"inputs", inputs},
            {"deployment", DeploymentToJson(*d)},
            {"workload", WorkloadToJson(l->workload)},
            {"step", StepToJson(*step)}});
@@ -188,6 +100,9 @@ void RunLayer(const LayerFlags& f, CommandContext& ctx) {
       "  routing: %.2f experts touched per rank, %.1f tokens per expert, %.2f ranks per "
       "token\n",
       moe.touched_experts, moe.tokens_per_expert, moe.destinations_per_token);
+  std::printf("  experts: %s, %d slots per rank; busiest rank's expert rows / mean rank's = %.3f\n",
+              routing->layout_source().c_str(), d->SlotsPerRank(l->model),
+              moe.rank_rows_max_over_mean);
   std::printf("Dense layer: %.0f us\n", step->dense_layer.total_us);
   std::printf("Step: %.2f ms (MoE %.2f, dense %.2f, MTP %.2f, LM head %.2f, overhead %.2f)\n",
               step->step_us / 1e3, step->moe_layers_us / 1e3, step->dense_layers_us / 1e3,
@@ -209,6 +124,8 @@ struct SweepFlags {
   CommonFlags common;
   std::string single_machine_gpu;
   std::string eps = "8,16,32,64,128", tps = "1,2,4,8", batches = "1-128";
+  std::string redundant = "0";
+  std::string placement;
   std::string csv;
   double min_speed = 0;
 };
@@ -219,6 +136,19 @@ StatusOr<SweepResult> Sweep(const SweepFlags& f, const Loaded& l,
   ASSIGN_OR_RETURN(options.ep_values, ParseIntRanges(f.eps, "--ep"));
   ASSIGN_OR_RETURN(options.tp_values, ParseIntRanges(f.tps, "--tp"));
   ASSIGN_OR_RETURN(options.batches, ParseIntRanges(f.batches, "--batches"));
+  ASSIGN_OR_RETURN(options.redundant_values,
+                   ParseNonNegativeList(f.redundant, "--redundant-experts"));
+  std::optional<ExpertPlacement> placement;
+  if (!f.placement.empty()) {
+    if (options.ep_values.size() != 1) {
+      return Status::InvalidArgument("--placement " + f.placement +
+                                     " fixes the ranks: give exactly one --ep value");
+    }
+    ASSIGN_OR_RETURN(Layout layout,
+                     ResolveLayout({.placement = f.placement}, l.model, options.ep_values[0]));
+    if (f.redundant == "0") options.redundant_values = {layout.redundant_experts};
+    placement = std::move(layout.placement);
+  }
   options.gpus_per_machine = f.common.gpus_per_machine;
   options.workload = l.workload;
   options.overlap = l.overlap;
@@ -230,13 +160,9 @@ StatusOr<SweepResult> Sweep(const SweepFlags& f, const Loaded& l,
                    .single_machine_hw = single ? &*single : nullptr,
                    .model = &l.model,
                    .eff = &l.eff,
-                   .trace = l.trace ? &*l.trace : nullptr},
+                   .trace = l.trace ? &*l.trace : nullptr,
+                   .placement = placement ? &*placement : nullptr},
                   options);
-}
-
-// The input files of the common flags (a --model that names a preset matches no file).
-std::vector<std::string> InputFiles(const CommonFlags& f) {
-  return {f.model, f.hardware, f.efficiency, f.trace};
 }
 
 Status WriteCsv(const SweepResult& result, const SweepFlags& f) {
@@ -245,11 +171,18 @@ Status WriteCsv(const SweepResult& result, const SweepFlags& f) {
   return WriteFileAtomically(f.csv, SweepToCsv(result));
 }
 
+// "EP144+32" with redundant experts, "EP128" without.
+std::string EpLabel(const Deployment& d) {
+  std::string label = "EP" + std::to_string(d.ep);
+  if (d.redundant_experts > 0) label += "+" + std::to_string(d.redundant_experts);
+  return label;
+}
+
 void PrintPoint(const char* label, const SweepPoint& p) {
   std::printf(
-      "%-16s %-4s EP%-3d DP%-3d TP%d on %2d machine(s), batch %3d, %-16s %6.1f tokens/s, "
+      "%-16s %-4s %-8s DP%-3d TP%d on %2d machine(s), batch %3d, %-16s %6.1f tokens/s, "
       "%8.0f tokens/s per machine\n",
-      label, p.gpu.c_str(), p.deployment.ep, p.deployment.dp, p.deployment.tp,
+      label, p.gpu.c_str(), EpLabel(p.deployment).c_str(), p.deployment.dp, p.deployment.tp,
       p.deployment.num_machines, p.batch, OverlapModeName(p.estimate.mode), p.estimate.speed,
       p.estimate.throughput_per_machine);
 }
@@ -291,25 +224,35 @@ void RunSweepCommand(const SweepFlags& f, CommandContext& ctx, bool pick) {
     Print(out);
     return;
   }
-  // Compact view of the frontiers: best throughput per machine at each speed target, per EP.
-  std::vector<int> eps;
+  // Compact view of the frontiers: best throughput per machine at each speed target, per EP
+  // (and redundant count).
+  std::vector<std::pair<int, int>> eps;
   for (const SweepPoint& p : result->points) {
-    if (std::find(eps.begin(), eps.end(), p.deployment.ep) == eps.end())
-      eps.push_back(p.deployment.ep);
+    const std::pair<int, int> key{p.deployment.ep, p.deployment.redundant_experts};
+    if (std::find(eps.begin(), eps.end(), key) == eps.end()) eps.push_back(key);
   }
   std::printf(
       "%zu points (%zu skipped; --json or --csv for all). Best tokens/s per machine at\n"
       ">= the output speed per request, per EP (Pareto frontiers):\n",
       result->points.size(), result->skipped.size());
+  for (const std::string& why : result->skipped) {
+    if (why.find("expert slots") != std::string::npos ||
+        why.find("routed experts") != std::string::npos) {
+      std::printf("skipped: %s\n", why.c_str());
+    }
+  }
   std::printf("%12s", "tokens/s >=");
-  for (int ep : eps) std::printf("  %22s", ("EP" + std::to_string(ep)).c_str());
+  for (const auto& [ep, redundant] : eps) {
+    std::printf("  %22s", EpLabel(Deployment{.ep = ep, .redundant_experts = redundant}).c_str());
+  }
   std::printf("\n");
   for (double speed : {10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150}) {
     std::printf("%12.0f", speed);
-    for (int ep : eps) {
+    for (const auto& [ep, redundant] : eps) {
       const SweepPoint* best = nullptr;
       for (const SweepPoint& p : result->points) {
-        if (p.deployment.ep == ep && p.estimate.speed >= speed &&
+        if (p.deployment.ep == ep && p.deployment.redundant_experts == redundant &&
+            p.estimate.speed >= speed &&
             (!best || p.estimate.throughput_per_machine > best->estimate.throughput_per_machine)) {
           best = &p;
         }
@@ -527,7 +470,8 @@ void RegisterPlanCommand(CLI::App& app, CommandContext& ctx) {
   CLI::App* layer = plan->add_subcommand("layer",
                                          "per-kernel breakdown of one MoE layer, the "
                                          "decode step and the memory fit");
-  AddCommonOptions(layer, &lf->common, true);
+  AddCommonOptions(layer, &lf->common, WorkloadFlags::kDecode);
+  AddLayoutOptions(layer, &lf->layout);
   layer->add_option("--ep", lf->ep, "expert-parallel ranks (GPUs)")
       ->check(AtLeast(1))
       ->capture_default_str();
@@ -556,12 +500,20 @@ void RegisterPlanCommand(CLI::App& app, CommandContext& ctx) {
                                     "cheapest deployment meeting --min-speed, and the "
                                     "best throughput per machine at that speed")
              : plan->add_subcommand("sweep", "EP x TP x batch sweep and Pareto frontier per EP");
-    AddCommonOptions(cmd, &sf->common, true);
+    AddCommonOptions(cmd, &sf->common, WorkloadFlags::kDecode);
     cmd->add_option("--single-machine-gpu", sf->single_machine_gpu,
                     "GPU for deployments that fit in one machine (the write-up: H200)");
     cmd->add_option("--ep", sf->eps, "EP values: list and A-B ranges")->capture_default_str();
     cmd->add_option("--tp", sf->tps, "TP values")->capture_default_str();
     cmd->add_option("--batches", sf->batches, "requests per DP group")->capture_default_str();
+    cmd->add_option("--redundant-experts", sf->redundant,
+                    "redundant expert slots, a list: each EP is swept with every value R for "
+                    "which (experts + R) % EP == 0 (e.g. --ep 8,16,32,64,72,128,144,256 "
+                    "--redundant-experts 0,32); the other pairs are skipped, with the reason")
+        ->capture_default_str();
+    cmd->add_option("--placement", sf->placement,
+                    "`epserve place` output fixing every rank's experts (one --ep value, its "
+                    "rank count)");
     if (pick) {
       cmd->add_option("--min-speed", sf->min_speed, "output tokens/s per request")
           ->check(PositiveReal())
@@ -575,7 +527,7 @@ void RegisterPlanCommand(CLI::App& app, CommandContext& ctx) {
   auto rf = std::make_shared<RooflineFlags>();
   CLI::App* roofline = plan->add_subcommand(
       "roofline", "modeled GroupGEMM and GEMM points (TP1, full batch) against the roofs");
-  AddCommonOptions(roofline, &rf->common, true);
+  AddCommonOptions(roofline, &rf->common, WorkloadFlags::kDecode);
   roofline->add_option("--ep", rf->eps, "EP values")->capture_default_str();
   roofline->add_option("--batches", rf->batches, "requests per GPU")->capture_default_str();
   roofline->callback([rf, &ctx] { RunRoofline(*rf, ctx); });
@@ -583,7 +535,7 @@ void RegisterPlanCommand(CLI::App& app, CommandContext& ctx) {
   auto cf = std::make_shared<CalibrateFlags>();
   CLI::App* calibrate = plan->add_subcommand(
       "calibrate", "fit efficiency factors to measured kernel times (CSV: kernel,shape,time_us)");
-  AddCommonOptions(calibrate, &cf->common, false);
+  AddCommonOptions(calibrate, &cf->common, WorkloadFlags::kNone);
   calibrate->add_option("--measured", cf->measured, "CSV of measured kernel times")->required();
   calibrate->add_option("--out", cf->out, "write the fitted efficiency JSON here");
   calibrate->callback([cf, &ctx] { RunCalibrate(*cf, ctx); });
@@ -608,6 +560,9 @@ void RegisterPlanCommand(CLI::App& app, CommandContext& ctx) {
     Status st = RunImport(*inf);
   if (!st.ok()) ReportError(ctx, st.message());
 });
+
+AddPlanPrefillCommand(plan, ctx);
+AddPlanDisaggCommand(plan, ctx);
 }  // namespace epserve::tools
 
 }  // namespace epserve::tools

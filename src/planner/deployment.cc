@@ -37,11 +37,7 @@ Status Deployment::Validate(const ModelSpec& model) const {
     return Status::InvalidArgument(what + ": EP must equal DP x TP (" + std::to_string(dp) + " x " +
                                    std::to_string(tp) + " = " + std::to_string(dp * tp) + ")");
   }
-  if (model.n_routed_experts % ep != 0) {
-    return Status::InvalidArgument("EP " + std::to_string(ep) + " does not divide the " +
-                                   std::to_string(model.n_routed_experts) + " routed experts of " +
-                                   model.name);
-  }
+  RETURN_IF_ERROR(CheckExpertSlots(model, ep, redundant_experts));
   if (tp > gpus_per_machine || gpus_per_machine % tp != 0) {
     return Status::InvalidArgument(
         what + ": a DP group of TP " + std::to_string(tp) + " GPUs would span machines of " +
@@ -65,12 +61,50 @@ Status Deployment::Validate(const ModelSpec& model) const {
   return Status::Ok();
 }
 
+Status CheckExpertSlots(const ModelSpec& model, int ep, int redundant) {
+  const int experts = model.n_routed_experts;
+  if (redundant < 0) {
+    return Status::InvalidArgument("--redundant-experts " + std::to_string(redundant) +
+                                   " must be >= 0");
+  }
+  if (ep <= 0) return Status::InvalidArgument("EP " + std::to_string(ep) + " must be positive");
+  const int slots = experts + redundant;
+  if (slots % ep == 0) return Status::Ok();
+  if (redundant == 0) {
+    const int up = (slots + ep - 1) / ep * ep - experts;
+    return Status::InvalidArgument(
+        "EP " + std::to_string(ep) + " does not divide the " + std::to_string(experts) +
+        " routed experts of " + model.name + " (with --redundant-experts " + std::to_string(up) +
+        " every rank would hold " + std::to_string((experts + up) / ep) + " expert slots)");
+  }
+  const int down = slots / ep * ep - experts;  // may be negative: then only `up` applies
+  const int up = (slots / ep + 1) * ep - experts;
+  std::string hint = "--redundant-experts " + std::to_string(up);
+  if (down >= 0) hint = "--redundant-experts " + std::to_string(down) + " or " + std::to_string(up);
+  return Status::InvalidArgument("EP " + std::to_string(ep) + " with --redundant-experts " +
+                                 std::to_string(redundant) + ": " + std::to_string(experts) +
+                                 " + " + std::to_string(redundant) + " = " + std::to_string(slots) +
+                                 " expert slots do not split evenly over " + std::to_string(ep) +
+                                 " ranks (" + std::to_string(slots) + " % " + std::to_string(ep) +
+                                 " = " + std::to_string(slots % ep) + "; " + hint + " would)");
+}
+
 std::string Deployment::ToString() const {
-  return "EP" + std::to_string(ep) + " DP" + std::to_string(dp) + " TP" + std::to_string(tp) +
-         " on " + std::to_string(num_machines) + (num_machines == 1 ? " machine" : " machines");
+  return "EP" + std::to_string(ep) +
+         (redundant_experts > 0 ? "+" + std::to_string(redundant_experts) : std::string()) + " DP" +
+         std::to_string(dp) + " TP" + std::to_string(tp) + " on " + std::to_string(num_machines) +
+         (num_machines == 1 ? " machine" : " machines");
 }
 
 StatusOr<Deployment> MakeDeployment(const ModelSpec& model, int ep, int tp, int gpus_per_machine) {
+  return MakeDeployment(model,
+                        DeploymentShape{.ep = ep, .tp = tp, .gpus_per_machine = gpus_per_machine});
+}
+
+StatusOr<Deployment> MakeDeployment(const ModelSpec& model, const DeploymentShape& shape) {
+  const int ep = shape.ep;
+  const int tp = shape.tp;
+  const int gpus_per_machine = shape.gpus_per_machine;
   if (tp <= 0 || ep <= 0 || ep % tp != 0) {
     return Status::InvalidArgument("TP " + std::to_string(tp) + " does not divide EP " +
                                    std::to_string(ep));
@@ -80,7 +114,8 @@ StatusOr<Deployment> MakeDeployment(const ModelSpec& model, int ep, int tp, int 
                .gpus_per_machine = gpus_per_machine,
                .ep = ep,
                .dp = ep / tp,
-               .tp = tp};
+               .tp = tp,
+               .redundant_experts = shape.redundant_experts};
   RETURN_IF_ERROR(d.Validate(model));
   return d;
 }

@@ -33,18 +33,36 @@ struct Deployment {
   int ep = 8;                // EP ranks = every GPU of the deployment
   int dp = 8;                // independent engine instances (DP groups)
   int tp = 1;                // GPUs per DP group (attention heads split over them)
+  // Expert slots beyond one per routed expert, over all ranks: every rank holds
+  // (n_routed_experts + redundant_experts) / EP slots (DeepSeek's prefill: EP32 with 32, 9 each).
+  int redundant_experts = 0;
   ExchangeFormat exchange = ExchangeFormat::kPublished;
 
   int RanksPerMachine() const { return ep < gpus_per_machine ? ep : gpus_per_machine; }
-  // EP = DP x TP, EP divides the routed experts, a DP group stays inside one machine, the ranks
-  // fill the machines, TP divides the attention heads. Messages say which rule broke.
+  // Routed-expert slots (weight copies) per rank. REQUIRES: Validate(model).ok().
+  int SlotsPerRank(const ModelSpec& model) const {
+    return (model.n_routed_experts + redundant_experts) / ep;
+  }
+  // EP = DP x TP, EP divides the expert slots (experts + redundant), a DP group stays inside one
+  // machine, the ranks fill the machines, TP divides the attention heads. Messages say which rule
+  // broke, with the numbers.
   Status Validate(const ModelSpec& model) const;
-  std::string ToString() const;  // "EP128 DP32 TP4 on 16 machines"
+  std::string ToString() const;  // "EP128 DP32 TP4 on 16 machines", "EP144+32 DP144 TP1 on ..."
 };
 
+struct DeploymentShape {
+  int ep = 8;
+  int tp = 1;
+  int gpus_per_machine = 8;
+  int redundant_experts = 0;
+};
 // Builds a deployment from EP and TP on machines of `gpus_per_machine` GPUs (DP = EP / TP,
 // machines = ceil(EP / gpus_per_machine)), then validates it.
+StatusOr<Deployment> MakeDeployment(const ModelSpec& model, const DeploymentShape& shape);
 StatusOr<Deployment> MakeDeployment(const ModelSpec& model, int ep, int tp, int gpus_per_machine);
+// Ok when `redundant` extra slots split evenly over `ep` ranks; the error names the numbers and
+// the nearest redundant counts that would.
+Status CheckExpertSlots(const ModelSpec& model, int ep, int redundant);
 
 struct Workload {
   int batch = 1;                 // requests per DP group (= per GPU at TP1), all decoding together

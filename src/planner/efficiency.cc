@@ -76,9 +76,11 @@ Status EfficiencyFactors::Validate() const {
   RETURN_IF_ERROR(CheckKernel(bmm, "bmm"));
   RETURN_IF_ERROR(CheckKernel(attention, "attention"));
   RETURN_IF_ERROR(CheckKernel(elementwise, "elementwise"));
+  RETURN_IF_ERROR(CheckKernel(prefill_attention, "prefill_attention"));
   RETURN_IF_ERROR(CheckComm(dispatch, "dispatch"));
   RETURN_IF_ERROR(CheckComm(combine, "combine"));
   RETURN_IF_ERROR(CheckComm(tp_collective, "tp_collective"));
+  RETURN_IF_ERROR(CheckComm(kv_transfer, "kv_transfer"));
   RETURN_IF_ERROR(CheckOverhead(step_overhead_us, "step.overhead_us"));
   return CheckOverhead(memory_reserve_gb, "memory.reserve_gb");
 }
@@ -94,6 +96,18 @@ StatusOr<EfficiencyFactors> EfficiencyFromJson(const nlohmann::json& json) {
   ASSIGN_OR_RETURN(f.dispatch, ParseComm(json, "dispatch"));
   ASSIGN_OR_RETURN(f.combine, ParseComm(json, "combine"));
   ASSIGN_OR_RETURN(f.tp_collective, ParseComm(json, "tp_collective"));
+  if (json.contains("prefill_attention")) {
+    ASSIGN_OR_RETURN(f.prefill_attention, ParseKernel(json, "prefill_attention"));
+  } else {
+    f.prefill_attention = f.attention;
+    f.prefill_attention.source = "absent from the file: a copy of attention (no prefill figure)";
+  }
+  if (json.contains("kv_transfer")) {
+    ASSIGN_OR_RETURN(f.kv_transfer, ParseComm(json, "kv_transfer"));
+  } else {
+    f.kv_transfer = f.dispatch;
+    f.kv_transfer.source = "absent from the file: a copy of dispatch (no bulk-transfer figure)";
+  }
   const nlohmann::json step = json.value("step", nlohmann::json::object());
   ASSIGN_OR_RETURN(f.step_overhead_us, GetNumberOr(step, "overhead_us", 0.0, "efficiency.step"));
   f.step_source = GetStringOr(step, "source", "");
@@ -118,9 +132,11 @@ nlohmann::json EfficiencyToJson(const EfficiencyFactors& f) {
           {"bmm", KernelToJson(f.bmm)},
           {"attention", KernelToJson(f.attention)},
           {"elementwise", KernelToJson(f.elementwise)},
+          {"prefill_attention", KernelToJson(f.prefill_attention)},
           {"dispatch", CommToJson(f.dispatch)},
           {"combine", CommToJson(f.combine)},
           {"tp_collective", CommToJson(f.tp_collective)},
+          {"kv_transfer", CommToJson(f.kv_transfer)},
           {"step", {{"overhead_us", f.step_overhead_us}, {"source", f.step_source}}},
           {"memory", {{"reserve_gb", f.memory_reserve_gb}, {"source", f.memory_source}}}};
 }

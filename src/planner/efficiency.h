@@ -34,9 +34,15 @@ struct EfficiencyFactors {
   KernelEfficiency bmm;          // MLA absorb BMMs (per-head W_uk / W_uv)
   KernelEfficiency attention;    // MLA decode attention over the latent cache
   KernelEfficiency elementwise;  // norms, RoPE, activation, quantization (memory-bound)
+  // Prefill's causal attention in MLA's expanded MHA form. Optional in the JSON: absent, it is a
+  // copy of `attention` (no published prefill figure calibrates it).
+  KernelEfficiency prefill_attention;
   CommEfficiency dispatch;
   CommEfficiency combine;
   CommEfficiency tp_collective;  // all-reduce / all-gather inside a DP group (NVLink)
+  // KV cache from a prefill GPU to a decode GPU (disaggregated serving), over InfiniBand.
+  // Optional in the JSON: absent, it is a copy of `dispatch` (no figure for bulk transfers).
+  CommEfficiency kv_transfer;
   double step_overhead_us = 0;   // per decode step: sampling, scheduling, graph launch
   double memory_reserve_gb = 0;  // per GPU: activations, graphs, comm buffers, CUDA context
   std::string step_source;

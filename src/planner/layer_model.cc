@@ -14,6 +14,7 @@ struct Pass {
   double touched_experts = 0;
   double tokens_per_expert = 0;
   double destinations_per_token = 0;
+  double rows_max_over_mean = 1;
 
   double StageUs(int stage) const {
     double sum = 0;
@@ -31,16 +32,20 @@ struct Pass {
 
 class PassBuilder {
  public:
-  PassBuilder(const PlanContext& ctx, const Deployment& d, const Workload& w, double requests)
+  // `total_tokens`: tokens entering the MoE layer over all DP groups (0: every group as `load`).
+  PassBuilder(const PlanContext& ctx, const Deployment& d, const PassLoad& load,
+              double total_tokens = 0)
       : ctx_(ctx),
         m_(*ctx.model),
         d_(d),
-        w_(w),
-        requests_(requests),
-        tokens_(requests * w.query_len),
-        heads_(static_cast<double>(m_.num_attention_heads) / d.tp) {}
+        load_(load),
+        tokens_(load.Tokens()),
+        decode_tokens_(load.DecodeTokens()),
+        heads_(static_cast<double>(m_.num_attention_heads) / d.tp),
+        total_tokens_(total_tokens > 0 ? total_tokens : tokens_ / d.tp * d.ep) {}
 
-  // Stages 1-2 up to PostNorm: the MLA block of every layer.
+  // Stages 1-2 up to PostNorm: the MLA block of every layer. Decode requests use the absorbed
+  // form over the latent cache; prompt chunks expand the latents to per-head K/V (MHA form).
   void AddAttention() {
     const double h = m_.hidden_size;
     const double q_head = m_.qk_nope_head_dim + m_.qk_rope_head_dim;
@@ -56,17 +61,35 @@ class PassBuilder {
       Linear("kv_a_proj", 1, tokens_, h, latent);
       Stream("kv_a_norm", 1, tokens_ * m_.kv_lora_rank * 4);
     }
+    const bool prefill = !load_.prefill.empty();
+    if (prefill) {
+      // Every context token of a chunk (cached prefix + the chunk) is expanded to K_nope and V.
+      double context = 0;
+      for (const PrefillSegment& seg : load_.prefill) context += seg.prefix + seg.tokens;
+      Linear("kv_b_proj", 1, context, m_.kv_lora_rank,
+             heads_ * (m_.qk_nope_head_dim + m_.v_head_dim));
+    }
     Stream("rope_append_kv", 1, tokens_ * (heads_ * m_.qk_rope_head_dim + latent) * 4);
     Bmm("bmm_q_absorb", 1, m_.qk_nope_head_dim, m_.kv_lora_rank);
-    AttentionShape shape{.requests = requests_,
-                         .query_len = static_cast<double>(w_.query_len),
-                         .kv_len = static_cast<double>(w_.kv_len),
+    AttentionShape shape{.requests = load_.decode_requests,
+                         .query_len = static_cast<double>(load_.query_len),
+                         .kv_len = load_.kv_len,
                          .heads = heads_,
                          .latent_dim = static_cast<double>(m_.kv_lora_rank),
                          .rope_dim = static_cast<double>(m_.qk_rope_head_dim),
-                         .kv_element_bytes = w_.kv_element_bytes};
+                         .kv_element_bytes = load_.kv_element_bytes};
     Add("attention", KernelKind::kAttention, 2,
         AttentionCost(*ctx_.hw, ctx_.eff->attention, shape));
+    if (prefill) {
+      PrefillAttentionShape mha{
+          .segments = load_.prefill,
+          .heads = heads_,
+          .qk_dim = static_cast<double>(m_.qk_nope_head_dim + m_.qk_rope_head_dim),
+          .v_dim = static_cast<double>(m_.v_head_dim),
+          .element_bytes = 2};
+      Add("prefill_attention", KernelKind::kAttention, 2,
+          PrefillAttentionCost(*ctx_.hw, ctx_.eff->prefill_attention, mha));
+    }
     Bmm("bmm_v_absorb", 2, m_.kv_lora_rank, m_.v_head_dim);
     Linear("o_proj", 2, tokens_, heads_ * m_.v_head_dim, h);
     // Ring all-reduce of the attention output inside the DP group.
@@ -91,8 +114,7 @@ class PassBuilder {
     Stream("shared_act", 3, rank_tokens * shared * 5);
     Linear("shared_down", 3, rank_tokens, shared, h);
 
-    const double total_tokens = rank_tokens * d_.ep;
-    const LayerRouting routing = ctx_.routing->Evaluate(routing_layer, total_tokens, rank_tokens);
+    const LayerRouting routing = ctx_.routing->Evaluate(routing_layer, total_tokens_, rank_tokens);
     // The slowest rank sets the pace: all ranks step through dispatch/combine together.
     KernelCost up, down, act;
     double slowest = -1;
@@ -109,6 +131,7 @@ class PassBuilder {
         act = rank_act;
         pass_.touched_experts = rank.touched_experts;
         pass_.tokens_per_expert = m;
+        pass_.rows_max_over_mean = routing.mean_rows > 0 ? rank.rows / routing.mean_rows : 1;
       }
     }
     Add("group_gemm_gate_up", KernelKind::kGroupGemm, 4, up);
@@ -163,11 +186,12 @@ class PassBuilder {
                     .element_bytes = m_.LinearElementBytes(),
                     .precision = m_.LinearPrecision()}));
   }
+  // Absorb BMMs: decode tokens only (prompt chunks use the expanded form).
   void Bmm(const char* name, int stage, double k, double n) {
     Add(name, KernelKind::kBmm, stage,
         MatmulCost(*ctx_.hw, ctx_.eff->bmm,
                    {.groups = heads_,
-                    .m = tokens_,
+                    .m = decode_tokens_,
                     .k = k,
                     .n = n,
                     .element_bytes = m_.LinearElementBytes(),
@@ -194,19 +218,51 @@ class PassBuilder {
   const PlanContext& ctx_;
   const ModelSpec& m_;
   const Deployment& d_;
-  const Workload& w_;
-  double requests_;
+  const PassLoad& load_;
   double tokens_;
+  double decode_tokens_;
   double heads_;
+  double total_tokens_;
   Pass pass_;
 };
 
-Pass BuildMoePass(const PlanContext& ctx, const Deployment& d, const Workload& w, double requests,
+// Tokens entering the MoE layer over all DP groups. Written as (tokens / TP) x ranks so that a
+// uniform load gives exactly the expression the decode model always used.
+double TotalTokens(const Deployment& d, const LayerLoad& load) {
+  const int busy = load.busy_groups > 0 ? std::min(load.busy_groups, d.dp) : d.dp;
+  return load.busy.Tokens() / d.tp * (busy * d.tp) +
+         load.other.Tokens() / d.tp * ((d.dp - busy) * d.tp);
+}
+
+Pass BuildMoePass(const PlanContext& ctx, const Deployment& d, const LayerLoad& load,
                   int routing_layer) {
-  PassBuilder builder(ctx, d, w, requests);
+  PassBuilder builder(ctx, d, load.busy, TotalTokens(d, load));
   builder.AddAttention();
   builder.AddMoe(routing_layer);
   return builder.Take();
+}
+
+// One micro-batch of a load: the first (ceil) or second (floor) half of the decode requests, and
+// of every prompt chunk's tokens (the second half comes after the first in the prompt).
+PassLoad HalfOf(const PassLoad& load, int half) {
+  PassLoad out = load;
+  const double first_requests = std::ceil(load.decode_requests / 2.0);
+  out.decode_requests = half == 0 ? first_requests : load.decode_requests - first_requests;
+  out.prefill.clear();
+  for (const PrefillSegment& seg : load.prefill) {
+    const double first = std::ceil(seg.tokens / 2.0);
+    const PrefillSegment part =
+        half == 0 ? PrefillSegment{.tokens = first, .prefix = seg.prefix}
+                  : PrefillSegment{.tokens = seg.tokens - first, .prefix = seg.prefix + first};
+    if (part.tokens > 0) out.prefill.push_back(part);
+  }
+  return out;
+}
+
+LayerLoad HalfOf(const LayerLoad& load, int half) {
+  return {.busy = HalfOf(load.busy, half),
+          .other = HalfOf(load.other, half),
+          .busy_groups = load.busy_groups};
 }
 
 // Adds `pass`'s kernels to `out`, merging with same-named kernels already there.
@@ -231,6 +287,7 @@ void SetRouting(const Pass& full, LayerBreakdown& out) {
   out.touched_experts = full.touched_experts;
   out.tokens_per_expert = full.tokens_per_expert;
   out.destinations_per_token = full.destinations_per_token;
+  out.rank_rows_max_over_mean = full.rows_max_over_mean;
 }
 
 }  // namespace
@@ -268,10 +325,27 @@ double LayerBreakdown::KernelUs(std::string_view name) const {
   return 0;
 }
 
-StatusOr<LayerBreakdown> ModelMoeLayer(const PlanContext& ctx, const Deployment& d,
-                                       const Workload& w, OverlapMode mode, int routing_layer) {
-  if (ctx.routing == nullptr || ctx.routing->ep() != d.ep) {
-    return Status::InvalidArgument("routing model was not built for EP " + std::to_string(d.ep));
+double PassLoad::PrefillTokens() const {
+  double sum = 0;
+  for (const PrefillSegment& seg : prefill) sum += seg.tokens;
+  return sum;
+}
+
+PassLoad DecodeLoad(const Workload& w, double requests) {
+  return {.decode_requests = requests,
+          .query_len = w.query_len,
+          .kv_len = static_cast<double>(w.kv_len),
+          .kv_element_bytes = w.kv_element_bytes};
+}
+
+StatusOr<LayerBreakdown> ModelLoadedMoeLayer(const PlanContext& ctx, const Deployment& d,
+                                             const LayerLoad& load, OverlapMode mode,
+                                             int routing_layer) {
+  if (ctx.routing == nullptr || ctx.routing->ep() != d.ep ||
+      ctx.routing->redundant_experts() != d.redundant_experts) {
+    return Status::InvalidArgument("routing model was not built for EP " + std::to_string(d.ep) +
+                                   " with " + std::to_string(d.redundant_experts) +
+                                   " redundant experts");
   }
   if (routing_layer < 0 || routing_layer >= ctx.routing->num_layers()) {
     return Status::InvalidArgument("routing layer " + std::to_string(routing_layer) +
@@ -281,7 +355,7 @@ StatusOr<LayerBreakdown> ModelMoeLayer(const PlanContext& ctx, const Deployment&
   out.moe = true;
   out.mode = mode;
   if (mode != OverlapMode::kMicroBatch) {
-    Pass pass = BuildMoePass(ctx, d, w, w.batch, routing_layer);
+    Pass pass = BuildMoePass(ctx, d, load, routing_layer);
     MergeKernels(pass, out);
     SetRouting(pass, out);
     out.dispatch.transfer_us = pass.dispatch.time_us;
@@ -293,16 +367,17 @@ StatusOr<LayerBreakdown> ModelMoeLayer(const PlanContext& ctx, const Deployment&
     out.dispatch.visible_us = std::max(0.0, pass.dispatch.time_us - hidden);
     out.combine.visible_us = pass.combine.time_us;
   } else {
-    if (w.batch < 2) {
+    if (load.busy.prefill.empty() && load.busy.decode_requests < 2) {
       return Status::InvalidArgument("micro-batching needs at least 2 requests per DP group");
     }
-    const double half_a = std::ceil(w.batch / 2.0);
-    const double half_b = w.batch - half_a;
-    Pass a = BuildMoePass(ctx, d, w, half_a, routing_layer);
-    Pass b = BuildMoePass(ctx, d, w, half_b, routing_layer);
+    if (load.busy.Tokens() < 2) {
+      return Status::InvalidArgument("micro-batching needs at least 2 tokens per DP group");
+    }
+    Pass a = BuildMoePass(ctx, d, HalfOf(load, 0), routing_layer);
+    Pass b = BuildMoePass(ctx, d, HalfOf(load, 1), routing_layer);
     MergeKernels(a, out);
     MergeKernels(b, out);
-    SetRouting(BuildMoePass(ctx, d, w, w.batch, routing_layer), out);
+    SetRouting(BuildMoePass(ctx, d, load, routing_layer), out);
     // Slots alternate A1 B4 A2 B5 A3 B1 A4 B2 A5 B3: a half's dispatch overlaps its own shared
     // expert and the other half's stage 1; its combine overlaps the other half's stage 2.
     const double dispatch_a = std::max(0.0, a.dispatch.time_us - a.StageUs(3) - b.StageUs(1));
@@ -320,8 +395,14 @@ StatusOr<LayerBreakdown> ModelMoeLayer(const PlanContext& ctx, const Deployment&
   return out;
 }
 
-LayerBreakdown ModelDenseLayer(const PlanContext& ctx, const Deployment& d, const Workload& w) {
-  PassBuilder builder(ctx, d, w, w.batch);
+StatusOr<LayerBreakdown> ModelMoeLayer(const PlanContext& ctx, const Deployment& d,
+                                       const Workload& w, OverlapMode mode, int routing_layer) {
+  return ModelLoadedMoeLayer(ctx, d, {.busy = DecodeLoad(w, w.batch)}, mode, routing_layer);
+}
+
+LayerBreakdown ModelLoadedDenseLayer(const PlanContext& ctx, const Deployment& d,
+                                     const LayerLoad& load) {
+  PassBuilder builder(ctx, d, load.busy);
   builder.AddAttention();
   builder.AddDenseMlp();
   Pass pass = builder.Take();
@@ -333,11 +414,16 @@ LayerBreakdown ModelDenseLayer(const PlanContext& ctx, const Deployment& d, cons
   return out;
 }
 
+LayerBreakdown ModelDenseLayer(const PlanContext& ctx, const Deployment& d, const Workload& w) {
+  return ModelLoadedDenseLayer(ctx, d, {.busy = DecodeLoad(w, w.batch)});
+}
+
 LayerBreakdown AverageBreakdowns(const std::vector<LayerBreakdown>& layers) {
   CHECK(!layers.empty()) << "no layers to average";
   LayerBreakdown out;
   out.moe = layers[0].moe;
   out.mode = layers[0].mode;
+  out.rank_rows_max_over_mean = 0;  // summed below, then averaged
   for (const LayerBreakdown& l : layers) {
     Pass pass;
     pass.kernels = l.kernels;
@@ -352,6 +438,7 @@ LayerBreakdown AverageBreakdowns(const std::vector<LayerBreakdown>& layers) {
     out.touched_experts += l.touched_experts;
     out.tokens_per_expert += l.tokens_per_expert;
     out.destinations_per_token += l.destinations_per_token;
+    out.rank_rows_max_over_mean += l.rank_rows_max_over_mean;
   }
   const double n = static_cast<double>(layers.size());
   for (KernelTime& k : out.kernels) {
@@ -363,7 +450,8 @@ LayerBreakdown AverageBreakdowns(const std::vector<LayerBreakdown>& layers) {
   for (double* v :
        {&out.compute_us, &out.total_us, &out.dispatch.transfer_us, &out.dispatch.visible_us,
         &out.dispatch.bytes, &out.combine.transfer_us, &out.combine.visible_us, &out.combine.bytes,
-        &out.touched_experts, &out.tokens_per_expert, &out.destinations_per_token}) {
+        &out.touched_experts, &out.tokens_per_expert, &out.destinations_per_token,
+        &out.rank_rows_max_over_mean}) {
     *v /= n;
   }
   return out;

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "planner/disagg.h"
+#include "planner/prefill_model.h"
 #include "planner/step_model.h"
 #include "planner/sweep.h"
 
@@ -22,5 +24,8 @@ nlohmann::json SweepToJson(const SweepResult& result);
 // Every point as CSV with a header row; columns as in SweepPointToJson.
 std::string SweepToCsv(const SweepResult& result);
 nlohmann::json PickToJson(const PickResult& pick);
+nlohmann::json PrefillToJson(const PrefillEstimate& prefill);
+nlohmann::json TtftToJson(const TtftEstimate& ttft);  // without the prefill it wraps
+nlohmann::json DisaggToJson(const DisaggPlan& plan);
 
 }  // namespace epserve::planner

@@ -39,6 +39,21 @@ KernelCost AttentionCost(const HardwareSpec& hw, const KernelEfficiency& eff,
               hw.MemoryBytesPerSecond(), eff);
 }
 
+KernelCost PrefillAttentionCost(const HardwareSpec& hw, const KernelEfficiency& eff,
+                                const PrefillAttentionShape& s) {
+  double flops = 0;
+  double bytes = 0;
+  for (const PrefillSegment& seg : s.segments) {
+    const double t = seg.tokens;
+    const double p = seg.prefix;
+    flops += 2.0 * s.heads * (s.qk_dim + s.v_dim) * (t * p + t * (t + 1) / 2);
+    bytes += s.heads * (t + p + t) * (s.qk_dim + s.v_dim) * s.element_bytes;
+  }
+  if (flops <= 0 || s.heads <= 0) return {};
+  return Roof(flops, bytes, hw.PeakFlopsPerSecond(Precision::kBf16), hw.MemoryBytesPerSecond(),
+              eff);
+}
+
 KernelCost StreamCost(const HardwareSpec& hw, const KernelEfficiency& eff, double bytes) {
   if (bytes <= 0) return {};
   return Roof(0, bytes, 0, hw.MemoryBytesPerSecond(), eff);

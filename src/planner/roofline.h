@@ -6,6 +6,8 @@
 // Pure functions of their arguments; thread-safe.
 #pragma once
 
+#include <vector>
+
 #include "planner/efficiency.h"
 #include "planner/hardware.h"
 
@@ -42,6 +44,27 @@ struct AttentionShape {
 };
 KernelCost AttentionCost(const HardwareSpec& hw, const KernelEfficiency& eff,
                          const AttentionShape& s);
+
+// A chunk of one prompt prefilled in a pass: `tokens` new tokens after `prefix` cached ones.
+struct PrefillSegment {
+  double tokens = 0;
+  double prefix = 0;
+};
+
+// Causal prefill attention in MLA's expanded (MHA) form (SPEC §2): each query of a segment
+// scores the `prefix` cached tokens and the segment's tokens up to itself over qk_dim
+// (nope + rope) per head, and sums as many v_dim values; one launch for all segments, BF16.
+//   flops = sum 2 * heads * (qk_dim + v_dim) * (t*p + t*(t+1)/2)
+//   bytes = sum heads * (t + p + t) * (qk_dim + v_dim) * element_bytes  (Q and O, then K and V)
+struct PrefillAttentionShape {
+  std::vector<PrefillSegment> segments;
+  double heads = 0;  // heads on this rank (num_attention_heads / TP)
+  double qk_dim = 0;
+  double v_dim = 0;
+  double element_bytes = 2;
+};
+KernelCost PrefillAttentionCost(const HardwareSpec& hw, const KernelEfficiency& eff,
+                                const PrefillAttentionShape& s);
 
 // A memory-bound streaming kernel (norms, RoPE, activation, quantization) moving `bytes`.
 KernelCost StreamCost(const HardwareSpec& hw, const KernelEfficiency& eff, double bytes);

@@ -162,62 +162,259 @@ double UniformRankHitProbability(const ModelSpec& model, int experts_per_rank, i
   return 1.0 - miss;
 }
 
+double UniformSlotsHitProbability(const ModelSpec& model, const std::vector<ExpertSlot>& slots) {
+  const int n = model.n_routed_experts;
+  const int k = model.num_experts_per_tok;
+  const int groups = model.n_group;
+  const int kept = model.topk_group;
+  const int group_size = n / groups;
+  const int pool = kept * group_size;
+  // A rank holding two copies of one expert serves it with their summed share.
+  std::map<int, double> share;
+  for (const ExpertSlot& s : slots) share[s.expert] = std::min(1.0, share[s.expert] + s.share);
+  std::map<int, std::vector<double>> by_group;
+  for (const auto& [e, s] : share) by_group[e / group_size].push_back(s);
+  const int touched = static_cast<int>(by_group.size());
+  if (touched > 16) {
+    double miss = 1;
+    for (const auto& [e, s] : share) miss *= 1.0 - s * k / n;
+    return 1.0 - miss;
+  }
+  std::vector<std::vector<double>> shares;
+  for (auto& [g, list] : by_group) shares.push_back(std::move(list));
+  const double subsets = Choose(groups, kept);
+  double miss = 0;
+  for (unsigned mask = 0; mask < (1u << touched); ++mask) {
+    const int j = __builtin_popcount(mask);
+    if (j > kept) continue;
+    std::vector<double> local;
+    for (int g = 0; g < touched; ++g) {
+      if (mask & (1u << g)) local.insert(local.end(), shares[g].begin(), shares[g].end());
+    }
+    const double p_mask = Choose(groups - touched, kept - j) / subsets;
+    if (std::all_of(local.begin(), local.end(), [](double s) { return s == 1.0; })) {
+      miss += p_mask * ChooseRatio(pool - static_cast<int>(local.size()), pool, k);
+      continue;
+    }
+    // E[prod over selected local experts of (1 - share)] for a uniform k-subset of the pool:
+    // sum_i (-1)^i e_i(shares) P(i given experts all selected), e_i elementary symmetric sums.
+    const int top = std::min<int>(static_cast<int>(local.size()), k);
+    std::vector<double> e(top + 1, 0);
+    e[0] = 1;
+    for (double s : local) {
+      for (int i = top; i >= 1; --i) e[i] += e[i - 1] * s;
+    }
+    double expect = 0;
+    double p_all = 1;  // C(pool - i, k - i) / C(pool, k)
+    for (int i = 0; i <= top; ++i) {
+      expect += (i % 2 == 0 ? 1 : -1) * e[i] * p_all;
+      p_all *= static_cast<double>(k - i) / (pool - i);
+    }
+    miss += p_mask * expect;
+  }
+  return 1.0 - miss;
+}
+
 StatusOr<RoutingModel> RoutingModel::Uniform(const ModelSpec& model, int ep,
                                              int ranks_per_machine) {
-  if (ep <= 0 || model.n_routed_experts % ep != 0) {
-    return Status::InvalidArgument("EP " + std::to_string(ep) + " does not divide the " +
-                                   std::to_string(model.n_routed_experts) + " routed experts");
-  }
-  RoutingModel routing;
-  routing.ep_ = ep;
-  routing.ranks_per_machine_ = ranks_per_machine;
-  routing.experts_per_rank_ = model.n_routed_experts / ep;
-  routing.uniform_ = true;
-  LayerStats stats;
-  stats.expert_prob.assign(model.n_routed_experts,
-                           static_cast<double>(model.num_experts_per_tok) / model.n_routed_experts);
-  stats.rank_hit.resize(ep);
-  for (int r = 0; r < ep; ++r) {
-    stats.rank_hit[r] = UniformRankHitProbability(model, routing.experts_per_rank_, r);
-  }
-  routing.layers_.push_back(std::move(stats));
-  return routing;
+  return Create(model, {.ep = ep, .ranks_per_machine = ranks_per_machine});
 }
 
 StatusOr<RoutingModel> RoutingModel::FromTrace(const RoutingTrace& trace, const ModelSpec& model,
                                                int ep, int ranks_per_machine) {
-  if (trace.top_k != model.num_experts_per_tok || trace.num_experts > model.n_routed_experts) {
-    return Status::InvalidArgument("routing trace has " + std::to_string(trace.num_experts) +
-                                   " experts, top-" + std::to_string(trace.top_k) + ", but model " +
-                                   model.name + " has " + std::to_string(model.n_routed_experts) +
+  return Create(model, {.ep = ep, .ranks_per_machine = ranks_per_machine, .trace = &trace});
+}
+
+namespace {
+
+// Placed layer with `layer_id`, or null.
+const ExpertLayout* FindPlaced(const ExpertPlacement& placement, int layer_id) {
+  for (const ExpertLayout& l : placement.layers) {
+    if (l.layer_id == layer_id) return &l;
+  }
+  return nullptr;
+}
+
+std::string PlacedLayerIds(const ExpertPlacement& placement) {
+  std::string ids;
+  for (const ExpertLayout& l : placement.layers) {
+    if (!ids.empty()) ids += ",";
+    ids += std::to_string(l.layer_id);
+  }
+  return ids;
+}
+
+Status CheckPlacement(const ExpertPlacement& placement, const ModelSpec& model,
+                      const RoutingOptions& o) {
+  const std::string& what = placement.source;
+  if (placement.layers.empty()) return Status::InvalidArgument(what + ": no placed layers");
+  if (placement.num_experts != model.n_routed_experts) {
+    return Status::InvalidArgument(what + ": places " + std::to_string(placement.num_experts) +
+                                   " experts but " + model.name + " has " +
+                                   std::to_string(model.n_routed_experts));
+  }
+  if (placement.num_ranks != o.ep) {
+    return Status::InvalidArgument(what + ": places experts on " +
+                                   std::to_string(placement.num_ranks) + " ranks but EP is " +
+                                   std::to_string(o.ep));
+  }
+  if (placement.ranks_per_machine > 0 && placement.ranks_per_machine != o.ranks_per_machine) {
+    return Status::InvalidArgument(
+        what + ": places " + std::to_string(placement.ranks_per_machine) +
+        " ranks per machine but the deployment has " + std::to_string(o.ranks_per_machine) +
+        " (its copies' shares depend on which ranks share a machine; use --gpus-per-machine " +
+        std::to_string(placement.ranks_per_machine) + ")");
+  }
+  const int slots = (model.n_routed_experts + o.redundant_experts) / o.ep;
+  for (const ExpertLayout& l : placement.layers) {
+    RETURN_IF_ERROR(
+        l.Validate(model.n_routed_experts, what + " layer " + std::to_string(l.layer_id)));
+    if (l.num_ranks() != o.ep) {
+      return Status::InvalidArgument(what + " layer " + std::to_string(l.layer_id) + ": " +
+                                     std::to_string(l.num_ranks()) + " ranks, EP is " +
+                                     std::to_string(o.ep));
+    }
+    if (l.MaxSlots() > slots) {
+      return Status::InvalidArgument(
+          what + " layer " + std::to_string(l.layer_id) + ": a rank holds " +
+          std::to_string(l.MaxSlots()) + " expert slots but EP " + std::to_string(o.ep) +
+          " with --redundant-experts " + std::to_string(o.redundant_experts) + " gives " +
+          std::to_string(slots) + " per rank (use --redundant-experts " +
+          std::to_string(l.MaxSlots() * o.ep - model.n_routed_experts) + " or more)");
+    }
+  }
+  return Status::Ok();
+}
+
+// Per-rank hit rates of one traced layer under `layout`: a token misses rank r when none of its
+// experts' copies there serve it.
+std::vector<double> TraceRankHits(const std::vector<uint16_t>& sel, int top_k,
+                                  const ExpertLayout& layout, int num_experts) {
+  struct Copy {
+    int rank;
+    double share;
+  };
+  std::vector<std::vector<Copy>> copies(num_experts);
+  for (int r = 0; r < layout.num_ranks(); ++r) {
+    for (const ExpertSlot& s : layout.ranks[r]) {
+      std::vector<Copy>& list = copies[s.expert];
+      auto it = std::find_if(list.begin(), list.end(), [r](const Copy& c) { return c.rank == r; });
+      if (it == list.end()) {
+        list.push_back({r, s.share});
+      } else {
+        it->share = std::min(1.0, it->share + s.share);
+      }
+    }
+  }
+  std::vector<double> hits(layout.num_ranks(), 0);
+  std::vector<double> miss(layout.num_ranks(), 1);
+  std::vector<int> touched;
+  for (size_t t = 0; t < sel.size(); t += top_k) {
+    touched.clear();
+    for (int j = 0; j < top_k; ++j) {
+      for (const Copy& c : copies[sel[t + j]]) {
+        if (miss[c.rank] == 1) touched.push_back(c.rank);
+        miss[c.rank] *= 1.0 - c.share;
+      }
+    }
+    for (int r : touched) {
+      hits[r] += 1.0 - miss[r];
+      miss[r] = 1;
+    }
+  }
+  const double tokens = static_cast<double>(sel.size()) / top_k;
+  for (double& h : hits) h /= tokens;
+  return hits;
+}
+
+}  // namespace
+
+StatusOr<RoutingModel> RoutingModel::Create(const ModelSpec& model, const RoutingOptions& o) {
+  const int experts = model.n_routed_experts;
+  if (o.ep <= 0 || o.ranks_per_machine <= 0) {
+    return Status::InvalidArgument("EP and ranks per machine must be positive");
+  }
+  if (o.placement == nullptr && o.redundant_experts == 0 && experts % o.ep != 0) {
+    return Status::InvalidArgument("EP " + std::to_string(o.ep) + " does not divide the " +
+                                   std::to_string(experts) + " routed experts");
+  }
+  if (o.redundant_experts < 0 || (experts + o.redundant_experts) % o.ep != 0) {
+    return Status::InvalidArgument(
+        "EP " + std::to_string(o.ep) + " with " + std::to_string(o.redundant_experts) +
+        " redundant experts: " + std::to_string(experts + o.redundant_experts) +
+        " slots do not split evenly over the ranks");
+  }
+  const RoutingTrace* trace = o.trace;
+  if (trace != nullptr &&
+      (trace->top_k != model.num_experts_per_tok || trace->num_experts > experts)) {
+    return Status::InvalidArgument("routing trace has " + std::to_string(trace->num_experts) +
+                                   " experts, top-" + std::to_string(trace->top_k) +
+                                   ", but model " + model.name + " has " + std::to_string(experts) +
                                    " experts, top-" + std::to_string(model.num_experts_per_tok));
   }
-  ASSIGN_OR_RETURN(RoutingModel routing, Uniform(model, ep, ranks_per_machine));
-  routing.uniform_ = false;
-  routing.layers_.clear();
-  const int g = routing.experts_per_rank_;
-  for (size_t l = 0; l < trace.selections.size(); ++l) {
-    const std::vector<uint16_t>& sel = trace.selections[l];
-    const double tokens = static_cast<double>(trace.NumTokens(l));
-    LayerStats stats;
-    stats.expert_prob.assign(model.n_routed_experts, 0);
-    stats.rank_hit.assign(ep, 0);
-    std::vector<int> hit_ranks;
-    for (size_t t = 0; t < sel.size(); t += trace.top_k) {
-      hit_ranks.clear();
-      for (int j = 0; j < trace.top_k; ++j) {
-        stats.expert_prob[sel[t + j]] += 1;
-        hit_ranks.push_back(sel[t + j] / g);
+  if (o.placement != nullptr) RETURN_IF_ERROR(CheckPlacement(*o.placement, model, o));
+  RoutingModel routing;
+  routing.ep_ = o.ep;
+  routing.ranks_per_machine_ = o.ranks_per_machine;
+  routing.redundant_experts_ = o.redundant_experts;
+  routing.uniform_ = trace == nullptr;
+  routing.ranks_alike_ = trace == nullptr && o.placement == nullptr && o.redundant_experts == 0;
+  if (o.placement != nullptr) {
+    routing.layout_source_ = "placement " + o.placement->source;
+  } else if (o.redundant_experts > 0) {
+    routing.layout_source_ = "balanced (EPLB-like)";
+  }
+  const std::vector<double> uniform_prob(experts,
+                                         static_cast<double>(model.num_experts_per_tok) / experts);
+  // The layout of one layer given its expert loads.
+  auto layout_for = [&](const std::vector<double>& prob, int layer_id) -> StatusOr<ExpertLayout> {
+    if (o.placement != nullptr) {
+      const ExpertLayout* placed = FindPlaced(*o.placement, layer_id);
+      if (placed == nullptr) {
+        return Status::InvalidArgument("layer " + std::to_string(layer_id) +
+                                       " of the routing trace is not in " + o.placement->source +
+                                       " (it places layers " + PlacedLayerIds(*o.placement) + ")");
       }
-      std::sort(hit_ranks.begin(), hit_ranks.end());
-      hit_ranks.erase(std::unique(hit_ranks.begin(), hit_ranks.end()), hit_ranks.end());
-      for (int r : hit_ranks) stats.rank_hit[r] += 1;
+      return *placed;
     }
+    if (o.redundant_experts == 0) return ContiguousLayout(experts, o.ep);
+    return BalancedLayout(prob, o.ep, o.redundant_experts);
+  };
+  if (trace == nullptr) {
+    const size_t count = o.placement != nullptr ? o.placement->layers.size() : 1;
+    for (size_t l = 0; l < count; ++l) {
+      LayerStats stats;
+      stats.expert_prob = uniform_prob;
+      const int id = o.placement != nullptr ? o.placement->layers[l].layer_id : -1;
+      ASSIGN_OR_RETURN(stats.layout, layout_for(uniform_prob, id));
+      stats.rank_hit.resize(o.ep);
+      for (int r = 0; r < o.ep; ++r) {
+        stats.rank_hit[r] = routing.ranks_alike_
+                                ? UniformRankHitProbability(model, experts / o.ep, r)
+                                : UniformSlotsHitProbability(model, stats.layout.ranks[r]);
+      }
+      routing.layers_.push_back(std::move(stats));
+    }
+    return routing;
+  }
+  for (size_t l = 0; l < trace->selections.size(); ++l) {
+    const std::vector<uint16_t>& sel = trace->selections[l];
+    const double tokens = static_cast<double>(trace->NumTokens(l));
+    LayerStats stats;
+    stats.expert_prob.assign(experts, 0);
+    for (uint16_t e : sel) stats.expert_prob[e] += 1;
     for (double& p : stats.expert_prob) p /= tokens;
-    for (double& h : stats.rank_hit) h /= tokens;
+    ASSIGN_OR_RETURN(stats.layout, layout_for(stats.expert_prob, trace->layer_ids[l]));
+    stats.rank_hit = TraceRankHits(sel, trace->top_k, stats.layout, experts);
     routing.layers_.push_back(std::move(stats));
   }
   return routing;
+}
+
+int RoutingModel::MaxSlotsPerRank() const {
+  int most = 0;
+  for (const LayerStats& l : layers_) most = std::max(most, l.layout.MaxSlots());
+  return most;
 }
 
 LayerRouting RoutingModel::Evaluate(int layer_idx, double total_tokens,
@@ -225,16 +422,20 @@ LayerRouting RoutingModel::Evaluate(int layer_idx, double total_tokens,
   CHECK(layer_idx >= 0 && layer_idx < num_layers()) << "routing layer " << layer_idx;
   const LayerStats& stats = layers_[layer_idx];
   LayerRouting out;
-  const int num_ranks = uniform_ ? 1 : ep_;  // uniform: every rank is alike
+  const int num_ranks = ranks_alike_ ? 1 : ep_;
+  double rows = 0;
   for (int r = 0; r < num_ranks; ++r) {
     RankRouting rank;
-    for (int e = r * experts_per_rank_; e < (r + 1) * experts_per_rank_; ++e) {
-      const double p = stats.expert_prob[e];
+    for (const ExpertSlot& slot : stats.layout.ranks[r]) {
+      // A token selecting the expert goes to this copy with probability `share`.
+      const double p = stats.expert_prob[slot.expert] * slot.share;
       rank.touched_experts += 1.0 - std::pow(1.0 - p, total_tokens);
       rank.rows += total_tokens * p;
     }
+    rows += rank.rows;
     out.ranks.push_back(rank);
   }
+  out.mean_rows = rows / num_ranks;
   double hit_sum = 0;
   double hit_max = 0;
   for (double h : stats.rank_hit) {

@@ -31,10 +31,12 @@ double AttentionBytes(const ModelSpec& m, int tp) {
   return bytes;
 }
 
-// One MoE layer's experts on one rank: its routed slice, every shared expert, the BF16 gate.
-double MoeBytes(const ModelSpec& m, int ep) {
+// One MoE layer's experts on one rank: its routed slots (redundant copies included), every
+// shared expert, the BF16 gate.
+double MoeBytes(const ModelSpec& m, const Deployment& d) {
   const double expert = 3 * m.LinearWeightBytes(m.moe_intermediate_size, m.hidden_size);
-  const double experts = static_cast<double>(m.n_routed_experts) / ep + m.n_shared_experts;
+  const double experts =
+      static_cast<double>(m.n_routed_experts + d.redundant_experts) / d.ep + m.n_shared_experts;
   return experts * expert + m.n_routed_experts * (2.0 * m.hidden_size + 4.0);
 }
 
@@ -100,10 +102,10 @@ MemoryFit EstimateMemory(const PlanContext& ctx, const Deployment& d, const Work
   double bytes = m.num_hidden_layers * AttentionBytes(m, d.tp);
   bytes += m.NumDenseLayers() * 3 *
            m.LinearWeightBytes(static_cast<double>(m.intermediate_size) / d.tp, h);
-  bytes += m.NumMoeLayers() * MoeBytes(m, d.ep);
+  bytes += m.NumMoeLayers() * MoeBytes(m, d);
   bytes += 2.0 * (2.0 * m.vocab_size * h) / d.tp;  // BF16 embedding + LM head, vocab split by TP
   bytes += m.num_nextn_predict_layers *
-           (AttentionBytes(m, d.tp) + MoeBytes(m, d.ep) + m.LinearWeightBytes(h, 2 * h));
+           (AttentionBytes(m, d.tp) + MoeBytes(m, d) + m.LinearWeightBytes(h, 2 * h));
   fit.weight_bytes = bytes;
   // KvBytesPerToken counts BF16 elements; other cache types scale it.
   const double per_token =

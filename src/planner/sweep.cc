@@ -48,6 +48,8 @@ StatusOr<SweepResult> RunSweep(const SweepInputs& in, const SweepOptions& option
     return Status::InvalidArgument("sweep: hardware, model and efficiency are required");
   }
   SweepResult result;
+  int swept = 0;
+  Status first_error = Status::Ok();
   for (int ep : options.ep_values) {
     const HardwareSpec* hw = in.hw;
     const int gpm_default =
@@ -57,43 +59,54 @@ StatusOr<SweepResult> RunSweep(const SweepInputs& in, const SweepOptions& option
     }
     const int gpm =
         hw == in.hw ? gpm_default : std::min(gpm_default, in.single_machine_hw->gpus_per_machine);
-    if (in.model->n_routed_experts % ep != 0) {
-      return Status::InvalidArgument("EP " + std::to_string(ep) + " does not divide the " +
-                                     std::to_string(in.model->n_routed_experts) +
-                                     " routed experts of " + in.model->name);
-    }
     const int ranks_per_machine = std::min(ep, gpm);
-    StatusOr<RoutingModel> routing =
-        in.trace != nullptr ? RoutingModel::FromTrace(*in.trace, *in.model, ep, ranks_per_machine)
-                            : RoutingModel::Uniform(*in.model, ep, ranks_per_machine);
-    if (!routing.ok()) return routing.status();
-    const PlanContext ctx{.hw = hw, .model = in.model, .eff = in.eff, .routing = &*routing};
-    for (int tp : options.tp_values) {
-      StatusOr<Deployment> deployment = MakeDeployment(*in.model, ep, tp, gpm);
-      if (!deployment.ok()) {
-        result.skipped.push_back(deployment.status().message());
+    for (int redundant : options.redundant_values) {
+      Status slots = CheckExpertSlots(*in.model, ep, redundant);
+      if (!slots.ok()) {
+        if (first_error.ok()) first_error = slots;
+        result.skipped.push_back(slots.message());
         continue;
       }
-      for (int batch : options.batches) {
-        Workload w = options.workload;
-        w.batch = batch;
-        StatusOr<StepEstimate> est = EstimateStep(
-            ctx, *deployment, w, {.overlap = options.overlap, .require_memory_fit = true});
-        if (!est.ok()) {
-          result.skipped.push_back(est.status().message());
+      ++swept;
+      ASSIGN_OR_RETURN(RoutingModel routing,
+                       RoutingModel::Create(*in.model, {.ep = ep,
+                                                        .ranks_per_machine = ranks_per_machine,
+                                                        .redundant_experts = redundant,
+                                                        .trace = in.trace,
+                                                        .placement = in.placement}));
+      const PlanContext ctx{.hw = hw, .model = in.model, .eff = in.eff, .routing = &routing};
+      for (int tp : options.tp_values) {
+        StatusOr<Deployment> deployment = MakeDeployment(
+            *in.model,
+            {.ep = ep, .tp = tp, .gpus_per_machine = gpm, .redundant_experts = redundant});
+        if (!deployment.ok()) {
+          result.skipped.push_back(deployment.status().message());
           continue;
         }
-        result.points.push_back(
-            {.gpu = hw->name, .deployment = *deployment, .batch = batch, .estimate = *est});
+        for (int batch : options.batches) {
+          Workload w = options.workload;
+          w.batch = batch;
+          StatusOr<StepEstimate> est = EstimateStep(
+              ctx, *deployment, w, {.overlap = options.overlap, .require_memory_fit = true});
+          if (!est.ok()) {
+            result.skipped.push_back(est.status().message());
+            continue;
+          }
+          result.points.push_back(
+              {.gpu = hw->name, .deployment = *deployment, .batch = batch, .estimate = *est});
+        }
       }
     }
   }
+  if (swept == 0)
+    return first_error.ok() ? Status::InvalidArgument("sweep: no EP values") : first_error;
   // Mark each EP's frontier.
-  std::map<int, std::vector<size_t>> by_ep;
+  std::map<std::pair<int, int>, std::vector<size_t>> by_ep;
   for (size_t i = 0; i < result.points.size(); ++i) {
-    by_ep[result.points[i].deployment.ep].push_back(i);
+    const Deployment& d = result.points[i].deployment;
+    by_ep[{d.ep, d.redundant_experts}].push_back(i);
   }
-  for (auto& [ep, indices] : by_ep) {
+  for (auto& [key, indices] : by_ep) {
     std::sort(indices.begin(), indices.end(), [&](size_t a, size_t b) {
       const StepEstimate& x = result.points[a].estimate;
       const StepEstimate& y = result.points[b].estimate;
@@ -147,7 +160,7 @@ std::vector<SweepPoint> PointsWithEp(const SweepResult& result, int ep) {
 PickResult PickDeployment(const SweepResult& result, double min_speed) {
   PickResult pick;
   pick.min_speed = min_speed;
-  std::map<int, SweepPoint> per_ep;
+  std::map<std::pair<int, int>, SweepPoint> per_ep;  // by (EP, redundant experts)
   for (const SweepPoint& p : result.points) {
     if (p.estimate.speed < min_speed) continue;
     const double thr = p.estimate.throughput_per_machine;
@@ -164,12 +177,13 @@ PickResult PickDeployment(const SweepResult& result, double min_speed) {
       }
       if (thr > pick.best_throughput.estimate.throughput_per_machine) pick.best_throughput = p;
     }
-    auto it = per_ep.find(p.deployment.ep);
+    const std::pair<int, int> key{p.deployment.ep, p.deployment.redundant_experts};
+    auto it = per_ep.find(key);
     if (it == per_ep.end() || thr > it->second.estimate.throughput_per_machine) {
-      per_ep[p.deployment.ep] = p;
+      per_ep[key] = p;
     }
   }
-  for (auto& [ep, p] : per_ep) pick.best_per_ep.push_back(p);
+  for (auto& [key, p] : per_ep) pick.best_per_ep.push_back(p);
   return pick;
 }
 
