@@ -12,9 +12,11 @@
 
 #include "base/output_file.h"
 #include "placement/compare.h"
+#include "placement/frontier.h"
 #include "placement/placement_io.h"
 #include "placement/report.h"
 #include "placement/trace_io.h"
+#include "tools/cmd_place_budget.h"
 #include "tools/command.h"
 #include "tools/flag_checks.h"
 
@@ -86,7 +88,7 @@ struct PlaceFlags {
   std::vector<std::string> trace;
   std::string strategy = "grace";
   std::string out;
-  int redundant = 0;
+  BudgetFlags budget;
   std::string routing;
   std::string format = "epserve";
   bool verbose = false;
@@ -98,7 +100,8 @@ struct EvaluateFlags {
   std::vector<std::string> trace;
   std::vector<std::string> profile_trace;
   std::string compare;
-  int redundant = -1;
+  std::string frontier;
+  BudgetFlags budget;
   std::string routing;
   bool json = false;
   bool per_layer = false;
@@ -220,15 +223,22 @@ void RunPlace(const PlaceFlags& flags, CommandContext& ctx) {
   StatusOr<EplbMode> mode = ParseEplbMode(flags.common.eplb_mode);
   if (!mode.ok()) return ReportError(ctx, mode.status().message());
   options.eplb = EplbOptions{.mode = *mode, .num_groups = flags.common.expert_groups};
-  options.redundant = flags.common.no_replication ? 0 : flags.redundant;
   options.grace = MakeGraceOptions(flags.common);
-  options.grace.max_extra_copies = flags.redundant;
   options.selection = flags.common.as_placed ? Selection::kAsPlaced : Selection::kBestOnProfile;
   options.selection_deals = flags.common.selection_deals;
   options.num_threads = flags.common.threads;
 
   StatusOr<Trace> trace = LoadTrace(flags.trace);
   if (!trace.ok()) return ReportError(ctx, trace.status().message());
+  BudgetFlags budget_flags = flags.budget;
+  budget_flags.no_replication = flags.common.no_replication;
+  const int weight_bytes = CostModel{}.weight_bytes;
+  StatusOr<int> budget = ResolveBudget(budget_flags, *trace, weight_bytes);
+  if (!budget.ok()) return ReportError(ctx, budget.status().message());
+  options.redundant = *budget;
+  options.grace.max_extra_copies = *budget;
+  if (*budget == 0) options.grace.replication = false;
+  const std::string budget_text = DescribeBudget(*budget, *trace, weight_bytes);
   StatusOr<TraceSplit> split = SplitOrWhole(std::move(*trace), flags.common.train_fraction);
   if (!split.ok()) return ReportError(ctx, split.status().message());
   TerminalProgress progress;
@@ -253,16 +263,21 @@ void RunPlace(const PlaceFlags& flags, CommandContext& ctx) {
                   ? SaveSglangPlacement(result->placement, result->expert_load, flags.out)
                   : SavePlacement(result->placement, flags.out);
   if (!st.ok()) return ReportError(ctx, st.message());
-  std::printf("placed %d layers with %s on %d x %d ranks (%d extra copies, routing %s); wrote %s\n",
-              static_cast<int>(result->placement.layers.size()), flags.strategy.c_str(),
-              flags.common.nodes, flags.common.ranks_per_node, result->placement.NumExtraCopies(),
-              std::string(RoutingPolicyName(result->placement.routing)).c_str(), flags.out.c_str());
+  std::printf(
+      "placed %d layers with %s on %d x %d ranks (%d extra copies, routing %s); wrote %s\n"
+      "budget: %s\n",
+      static_cast<int>(result->placement.layers.size()), flags.strategy.c_str(), flags.common.nodes,
+      flags.common.ranks_per_node, result->placement.NumExtraCopies(),
+      std::string(RoutingPolicyName(result->placement.routing)).c_str(), flags.out.c_str(),
+      budget_text.c_str());
 }
 
 void RunCompare(const EvaluateFlags& flags, CommandContext& ctx) {
   CompareOptions options;
   options.topology = Topology{flags.common.nodes, flags.common.ranks_per_node};
-  if (flags.compare == "all") {
+  if (flags.compare.empty()) {
+    options.variants = FrontierVariants();
+  } else if (flags.compare == "all") {
     options.variants = AllVariants();
   } else {
     options.variants.clear();
@@ -276,7 +291,6 @@ void RunCompare(const EvaluateFlags& flags, CommandContext& ctx) {
   options.eplb = EplbOptions{.mode = *mode, .num_groups = flags.common.expert_groups};
   options.grace = MakeGraceOptions(flags.common);
   options.selection_deals = flags.common.selection_deals;
-  options.redundant = flags.common.no_replication ? 0 : flags.redundant;
   options.evaluate.cost = flags.cost;
   options.evaluate.step_tokens_per_rank = flags.step_tokens;
   options.evaluate.deal_seed = flags.deal_seed;
@@ -301,10 +315,31 @@ void RunCompare(const EvaluateFlags& flags, CommandContext& ctx) {
                        "--compare needs --profile-trace or --train-fraction: placements are "
                        "profiled on one part of the traffic and evaluated on another");
   }
+  const int weight_bytes = flags.cost.weight_bytes;
+  const Trace& placed = parts->profile;  // the budget is for the layers it places
   TerminalProgress progress;
-  options.progress = [&](const std::string& stage, int done, int total) {
+  auto update = [&](const std::string& stage, int done, int total) {
     progress.Update(stage, done, total);
   };
+  if (!flags.frontier.empty()) {
+    if (BudgetGiven(flags.budget) || flags.common.no_replication) {
+      return ReportError(ctx,
+                         "--frontier " + flags.frontier +
+                             ": the frontier sets the copy budget itself; drop --redundant-slots, "
+                             "--copy-budget-gb, --redundant and --no-replication");
+    }
+    StatusOr<std::string> out = FrontierReport(flags.frontier, *parts, options, flags.json, update);
+    progress.Finish();
+    if (!out.ok()) return ReportError(ctx, out.status().message());
+    std::printf("%s", out->c_str());
+    return;
+  }
+  BudgetFlags budget_flags = flags.budget;
+  budget_flags.no_replication = flags.common.no_replication;
+  StatusOr<int> budget = ResolveBudget(budget_flags, placed, weight_bytes);
+  if (!budget.ok()) return ReportError(ctx, budget.status().message());
+  options.redundant = *budget;
+  options.progress = update;
   StatusOr<std::vector<CompareRow>> rows = Compare(parts->profile, parts->holdout, options);
   progress.Finish();
   if (!rows.ok()) return ReportError(ctx, rows.status().message());
@@ -312,10 +347,11 @@ void RunCompare(const EvaluateFlags& flags, CommandContext& ctx) {
     std::printf("%s", CompareJson(*rows, options.topology, flags.cost, flags.step_tokens).c_str());
     return;
   }
-  std::printf("profile %lld tokens, evaluate %lld tokens, %d x %d ranks\n%s",
+  std::printf("profile %lld tokens, evaluate %lld tokens, %d x %d ranks\nbudget: %s\n%s",
               static_cast<long long>(parts->profile.num_tokens()),
               static_cast<long long>(parts->holdout.num_tokens()), flags.common.nodes,
-              flags.common.ranks_per_node, FormatCompareTable(*rows).c_str());
+              flags.common.ranks_per_node, DescribeBudget(*budget, placed, weight_bytes).c_str(),
+              FormatCompareTable(*rows).c_str());
   if (flags.per_layer) {
     for (const CompareRow& row : *rows) {
       std::printf("\n%s\n%s", row.label.c_str(), FormatLayerTable(row.evaluation).c_str());
@@ -325,8 +361,15 @@ void RunCompare(const EvaluateFlags& flags, CommandContext& ctx) {
 
 void RunEvaluate(const EvaluateFlags& flags, CommandContext& ctx) {
   if (flags.trace.empty()) return ReportError(ctx, "evaluate needs --trace");
-  if (!flags.compare.empty()) return RunCompare(flags, ctx);
-  if (flags.placement.empty()) return ReportError(ctx, "evaluate needs --placement or --compare");
+  if (!flags.compare.empty() || !flags.frontier.empty()) return RunCompare(flags, ctx);
+  if (flags.placement.empty()) {
+    return ReportError(ctx, "evaluate needs --placement, --compare or --frontier");
+  }
+  if (BudgetGiven(flags.budget)) {
+    return ReportError(ctx,
+                       "a copy budget (--redundant-slots, --copy-budget-gb, --redundant) places "
+                       "with --compare or --frontier; --placement is already placed");
+  }
   StatusOr<Placement> placement = LoadPlacement(flags.placement);
   if (!placement.ok()) return ReportError(ctx, placement.status().message());
   StatusOr<Trace> trace = LoadTrace(flags.trace);
@@ -372,7 +415,7 @@ void RegisterPlaceCommand(CLI::App& app, CommandContext& ctx) {
       "place",
       "Place experts on machines and ranks from a routing trace (docs/placement-format.md):\n"
       "  contiguous  equal slices of expert ids\n"
-      "  eplb        DeepSeek's EPLB (hierarchical or global) with --redundant K extra copies\n"
+      "  eplb        DeepSeek's EPLB (hierarchical or global) with the copy budget's slots\n"
       "  grace       GRACE-MoE: affinity grouping, hot-expert replication, routing table");
   place->require_subcommand(0, 1);
   place->add_option("--trace", pf->trace,
@@ -381,12 +424,7 @@ void RegisterPlaceCommand(CLI::App& app, CommandContext& ctx) {
       ->check(CLI::IsMember({"contiguous", "eplb", "grace"}))
       ->capture_default_str();
   place->add_option("--out", pf->out, "placement file to write");
-  place
-      ->add_option("--redundant", pf->redundant,
-                   "eplb: extra copies per layer; grace (metis): this many per layer (0: half "
-                   "of the experts); grace (spectral): at most this many (0: no cap)")
-      ->check(AtLeast(0))
-      ->capture_default_str();
+  AddBudgetOptions(place, &pf->budget);
   place
       ->add_option("--routing", pf->routing,
                    "wrr | topo (default: topo for grace, wrr for the others)")
@@ -412,10 +450,13 @@ void RegisterPlaceCommand(CLI::App& app, CommandContext& ctx) {
   eval->add_option("--compare", ef->compare,
                    "comma-separated variants, e.g. contiguous,eplb,grace or "
                    "eplb+global+topo,grace+norep; 'all' for every step");
-  eval->add_option("--redundant", ef->redundant,
-                   "--compare: extra copies per layer for eplb, and for grace as for place "
-                   "--redundant (default: eplb matches grace layer by layer)")
-      ->check(AtLeast(0));
+  eval->add_option("--frontier", ef->frontier,
+                   "compare under each copy budget of this comma-separated list (8: slots per "
+                   "layer; 12.5%: that share of the routed experts) and print grace's "
+                   "cross-machine copies and time against the best eplb row and the fastest "
+                   "rival per budget; variants from --compare or contiguous, every eplb mode, "
+                   "grace");
+  AddBudgetOptions(eval, &ef->budget);
   eval->add_option("--routing", ef->routing, "override the placement's routing: wrr | topo")
       ->check(CLI::IsMember({"wrr", "topo"}));
   eval->add_flag("--json", ef->json, "print one JSON object instead of tables");

@@ -96,6 +96,8 @@ StatusOr<std::vector<CompareRow>> Compare(const Trace& profile, const Trace& hol
     if (options.redundant >= 0) {
       spec.place.redundant = options.redundant;
       spec.place.grace.max_extra_copies = options.redundant;
+      // A budget of no slots: no copies (max_extra_copies 0 would mean grace's default).
+      if (options.redundant == 0) spec.place.grace.replication = false;
     }
     specs.push_back(std::move(spec));
   }

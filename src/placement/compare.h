@@ -39,8 +39,11 @@ std::vector<std::string> AllVariants();
 struct CompareOptions {
   Topology topology;
   std::vector<std::string> variants = {"contiguous", "eplb", "grace"};
-  int redundant = -1;  // >= 0: extra copies per layer for eplb, and the cap for grace
-  EplbOptions eplb;    // defaults for eplb variants without a mode switch
+  // >= 0: the copy budget (budget.h), extra slots per layer: eplb gets exactly this many, grace
+  // at most this many (0: none). -1: eplb gets, layer by layer, the copies of the first grace
+  // variant with replication, which makes its default number.
+  int redundant = -1;
+  EplbOptions eplb;  // defaults for eplb variants without a mode switch
   GraceOptions grace;
   EvaluateOptions evaluate;
   int selection_deals = 4;  // PlaceOptions::selection_deals of the grace variants

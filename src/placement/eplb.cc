@@ -71,10 +71,23 @@ StatusOr<EplbResolved> ResolveEplb(const Topology& topology, const ModelShape& m
     case EplbMode::kGlobal:
       return EplbResolved{EplbMode::kGlobal, 1};
     case EplbMode::kHierarchical:
-      if (groups % nodes != 0 && options.num_groups == 0) groups = topology.num_ranks();
+      if ((groups % nodes != 0 || n % groups != 0) && options.num_groups == 0) {
+        // The model's groups do not fit: the finest contiguous grouping that does, at most one
+        // group per rank (one per rank for 64 experts; 6 groups of 10 for 60 on 2 x 4).
+        for (groups = topology.num_ranks(); groups > 0; --groups) {
+          if (groups % nodes == 0 && n % groups == 0) break;
+        }
+      }
+      if (groups <= 0) {
+        return Status::InvalidArgument("EPLB hierarchical: " + std::to_string(n) +
+                                       " experts cannot be split into equal groups spread evenly "
+                                       "over " +
+                                       std::to_string(nodes) + " machines");
+      }
       if (groups % nodes != 0 || n % groups != 0) {
         return Status::InvalidArgument("EPLB hierarchical: " + std::to_string(groups) +
-                                       " expert groups cannot be spread evenly over " +
+                                       " expert groups of " + std::to_string(n) +
+                                       " experts cannot be spread evenly over " +
                                        std::to_string(nodes) + " machines");
       }
       return EplbResolved{EplbMode::kHierarchical, groups};

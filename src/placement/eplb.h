@@ -20,8 +20,9 @@ enum class EplbMode { kAuto, kHierarchical, kGlobal };
 struct EplbOptions {
   // kAuto: hierarchical when the expert groups divide evenly over machines, else global.
   EplbMode mode = EplbMode::kAuto;
-  // Expert groups for the hierarchical mode (contiguous id ranges); 0 = the model's groups, or
-  // one group per rank when those do not divide over the machines and hierarchical is forced.
+  // Expert groups for the hierarchical mode (contiguous id ranges); 0 = the model's groups, or,
+  // when those do not divide evenly over the machines and hierarchical is forced, the most groups
+  // (at most one per rank) that divide both the experts and evenly over the machines.
   int num_groups = 0;
   // Extra copies for the layer (physical slots beyond one per expert).
   int num_redundant = 0;

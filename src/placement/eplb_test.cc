@@ -59,6 +59,26 @@ TEST(EplbTest, ResolvesTheMode) {
   r = ResolveEplb(Topology{2, 4}, Shape(64, 1), EplbOptions{.mode = EplbMode::kHierarchical});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->num_groups, 8);
+  // 60 experts (Qwen1.5-MoE): no 8 equal groups; the finest fit is 6 groups of 10 on 2 x 4 and
+  // 12 of 5 on 4 x 4 and 2 x 8.
+  r = ResolveEplb(Topology{2, 4}, Shape(60, 1), EplbOptions{.mode = EplbMode::kHierarchical});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->num_groups, 6);
+  r = ResolveEplb(Topology{4, 4}, Shape(60, 1), EplbOptions{.mode = EplbMode::kHierarchical});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->num_groups, 12);
+  r = ResolveEplb(Topology{2, 8}, Shape(60, 1), EplbOptions{.mode = EplbMode::kHierarchical});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->num_groups, 12);
+  EXPECT_TRUE(PlaceEplbLayer(Profile(1, std::vector<double>(60, 1.0)), Topology{2, 4}, Shape(60, 1),
+                             EplbOptions{.mode = EplbMode::kHierarchical, .num_redundant = 7})
+                  .ok());
+  // An odd expert count cannot be split evenly over two machines at all.
+  EXPECT_EQ(ResolveEplb(Topology{2, 2}, Shape(63, 1), EplbOptions{.mode = EplbMode::kHierarchical})
+                .status()
+                .message(),
+            "EPLB hierarchical: 63 experts cannot be split into equal groups spread evenly over 2 "
+            "machines");
   EXPECT_FALSE(ResolveEplb(Topology{2, 4}, Shape(64, 1), EplbOptions{.num_groups = 3}).ok());
   EXPECT_FALSE(ResolveEplb(Topology{4, 4}, Shape(64, 1),
                            EplbOptions{.mode = EplbMode::kHierarchical, .num_groups = 2})

@@ -79,17 +79,12 @@ struct GraceOptions {
   // follows it (Place sets it from the placement's routing).
   RoutingPolicy routing = RoutingPolicy::kTopology;
   // > 0: at most this many extra copies per layer (fewer hot experts, then fewer replicas);
-  // for the min-cut grouping the number it makes (0: DefaultExtraCopies).
+  // for the min-cut grouping the number it makes (0: DefaultRedundantSlots, budget.h). No
+  // copies at all: `replication` false.
   int max_extra_copies = 0;
   uint64_t seed = 1;
   int kmeans_restarts = 8;
 };
-
-// Extra copies per layer the min-cut grouping makes unless told: half the experts (32 of
-// DeepSeek-V2-Lite's 64). Copies cost memory, not modeled time, and on the V2-Lite traces each
-// step from a third to a half cut the cross-machine copies by a further 8-10 points
-// (docs/placement-results.md, the budget table); EPLB compared at the same budget gains little.
-inline int DefaultExtraCopies(int num_experts) { return num_experts / 2; }
 
 // InvalidArgument unless every rank can hold an expert.
 Status CheckExpertsCoverRanks(int num_experts, const Topology& topology);

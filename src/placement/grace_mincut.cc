@@ -5,6 +5,7 @@
 #include <numeric>
 #include <string>
 
+#include "placement/budget.h"
 #include "placement/machine_load.h"
 #include "placement/mincut.h"
 #include "placement/rebalance.h"
@@ -246,7 +247,7 @@ StatusOr<GraceLayerResult> PlaceGraceMinCutLayer(const LayerProfile& profile, co
   // 3) Copies on other machines that save cross-machine traffic.
   const int budget = !options.replication           ? 0
                      : options.max_extra_copies > 0 ? options.max_extra_copies
-                                                    : DefaultExtraCopies(n);
+                                                    : DefaultRedundantSlots(n);
   const TrafficCopiesResult copies = PlanTrafficCopies(
       sets,
       TrafficCopiesOptions{.num_nodes = num_nodes,

@@ -13,6 +13,6 @@ if [ ! -f "$tgz" ]; then
 fi
 case "$2" in
   unpack) exec "$3" -DTGZ="$tgz" -DDEST="$5" -P "$4" ;;
-  compare) exec "$3" "$4/training_data_eamc" ;;
+  compare) exec "$3" v2lite "$4/training_data_eamc" ;;
   *) echo "real_traces.sh: unknown step $2" >&2; exit 2 ;;
 esac
