@@ -30,6 +30,10 @@ for m in engine_world_restarts_total resume_pause_seconds_count resume_pause_sec
 done
 curl -s --max-time 5 "$BASE/metrics" | grep '^epserve:resume_pause_seconds_bucket' >"$WORK/pause_buckets.txt" || true
 stop_server 120
+for _ in $(seq 1 100); do
+  [[ -z $(engines) ]] && break
+  sleep 0.1
+done
 left=$(engines)
 [[ -z $left ]] || { echo "FAIL: engine processes left: $left"; rc=1; }
 [[ $rc == 0 ]] && echo "chaos_soak: passed ($WORK)" || echo "chaos_soak: FAILED ($WORK)"
