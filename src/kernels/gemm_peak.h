@@ -1,5 +1,5 @@
 // The compute ceiling the decode benchmark sets beside the bandwidth one: the GFLOP/s of the
-// engine's fastest matmul (the cache-blocked prefill kernel) on a weight that stays in cache,
+// engine's prefill matmul (the panel kernel at M = 512) on a weight that stays in cache,
 // measured in the same run. A step cannot run its multiply-adds faster than this.
 #pragma once
 

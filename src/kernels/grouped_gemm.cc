@@ -15,7 +15,7 @@
 // (foreach_target.h re-includes this file once per target; what follows comes after it.)
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
-#include "kernels/matmul_blocked-inl.h"
+#include "kernels/matmul_panel-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace epserve::kernels::HWY_NAMESPACE {

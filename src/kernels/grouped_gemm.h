@@ -6,8 +6,9 @@
 // are never touched. Two parallel passes (gate/up, then down), each over (group, weight-row
 // tile) work items split contiguously between threads, so every thread streams its own share
 // of the touched experts' weights. Groups of <= 8 rows use the streaming (decode) kernel,
-// larger ones the cache-blocked one. Each output element is computed by one thread in an order
-// independent of the split: bit-identical for any thread count.
+// larger ones the panel kernel, with the same arithmetic per output: a row's result depends
+// neither on how many rows its group has (expert parallelism and the step's batch change that)
+// nor on the thread count.
 // Allocates nothing; the caller provides h.
 #pragma once
 

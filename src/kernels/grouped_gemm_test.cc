@@ -17,9 +17,9 @@ using testing::TestWeight;
 
 class GroupedMlpTest : public ::testing::TestWithParam<DType> {};
 
-// Groups of 0 (skipped), 1, 3, 8 (streaming kernel), 9 (dequantize-once kernel) and 140 rows
-// (gate/up: a chunk of 128 through the blocked kernel, then 12 through the dequantize-once
-// one); hidden and intermediate sizes that leave partial tiles and vector tails.
+// Groups of 0 (skipped), 1, 3, 8 (streaming kernel), 9 and 140 rows (panel kernel; gate/up in
+// a chunk of 128 rows and one of 12); hidden and intermediate sizes that leave partial tiles and
+// vector tails.
 TEST_P(GroupedMlpTest, MatchesReferenceAndIsThreadCountInvariant) {
   const int64_t hidden = 300, inter = 72;
   const std::vector<int64_t> rows = {1, 0, 3, 8, 0, 9, 140};
@@ -61,6 +61,42 @@ TEST_P(GroupedMlpTest, MatchesReferenceAndIsThreadCountInvariant) {
       ASSERT_NEAR(y1[i], ref[i], 2e-5 * max_ref) << i;
       ASSERT_EQ(y1[i], y2[i]) << i;
       ASSERT_EQ(y1[i], y3[i]) << i;
+    }
+  });
+}
+
+// A row's output does not depend on how many rows its group has: each row through its expert
+// alone (a group of one row, the streaming kernel) equals the same rows in one group of 140
+// (the panel kernel, gate/up in two chunks), and in groups of 9 and 131. Expert parallelism
+// gives an expert rows from every rank, so its row count changes with the other ranks' batches.
+TEST_P(GroupedMlpTest, RowResultsDoNotDependOnGroupSize) {
+  const int64_t hidden = 300, inter = 72, total = 140;
+  TestWeight gate = MakeWeight(GetParam(), inter, hidden, 41);
+  TestWeight up = MakeWeight(GetParam(), inter, hidden, 42);
+  TestWeight down = MakeWeight(GetParam(), hidden, inter, 43);
+  std::vector<float> x = RandomVector(total * hidden, 5);
+  for (auto& v : x) v *= 0.05f;
+  ThreadPool pool(2);
+  auto run = [&](const std::vector<int64_t>& rows) {
+    std::vector<ExpertMlpWeights> experts(rows.size(), {gate.view, up.view, down.view});
+    std::vector<int64_t> offsets = {0};
+    for (int64_t r : rows) offsets.push_back(offsets.back() + r);
+    std::vector<float> h(total * inter), out(total * hidden);
+    GroupedMlp({.num_groups = static_cast<int>(rows.size()),
+                .experts = experts.data(),
+                .offsets = offsets.data(),
+                .x = x.data(),
+                .h = h.data(),
+                .out = out.data()},
+               pool);
+    return out;
+  };
+  ForEachTarget([&] {
+    const std::vector<float> alone = run(std::vector<int64_t>(total, 1));
+    for (const std::vector<int64_t>& rows : std::vector<std::vector<int64_t>>{{total}, {9, 131}}) {
+      const std::vector<float> grouped = run(rows);
+      for (int64_t i = 0; i < total * hidden; ++i)
+        ASSERT_EQ(grouped[i], alone[i]) << "groups of " << rows[0] << " rows: @" << i;
     }
   });
 }

@@ -1,5 +1,5 @@
 // MatMul and MatMulT: Highway kernels with runtime dispatch (one dispatch per call). The
-// per-target code lives in matmul_decode-inl.h / matmul_blocked-inl.h (shared with the grouped
+// per-target code lives in matmul_decode-inl.h / matmul_panel-inl.h (shared with the grouped
 // expert GEMM); the scalar twins are in matmul_reference.cc.
 #include "kernels/matmul.h"
 
@@ -14,8 +14,8 @@
 #define HWY_TARGET_INCLUDE "kernels/matmul.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
-#include "kernels/matmul_blocked-inl.h"
 #include "kernels/matmul_decode-inl.h"
+#include "kernels/matmul_panel-inl.h"
 #include "kernels/simd-inl.h"
 
 HWY_BEFORE_NAMESPACE();

@@ -3,15 +3,14 @@
 // Highway kernels, dispatched once per call to the best target of the CPU:
 //   M <= 8 (decode): every weight row is streamed once, a few rows in lock-step, against all
 //     rows of x held in cache; memory-bandwidth bound.
-//   M > 8 with M x K <= 32 K floats (a decode batch): a panel of weight rows (up to 256 KB as
-//     float) is converted once into an L2-resident buffer and streamed against x 8 rows at a
-//     time (4 for FP8, whose folded block totals then stay in registers), with the same
-//     arithmetic per output as M <= 8;
-//   larger M (prefill): weight blocks are dequantized once into an L2-resident packed panel
-//     and multiplied by a register-blocked micro-kernel; compute bound.
-// Work is split over N only (each thread streams its own contiguous share of W), and every
-// output element is computed by one thread in an order that does not depend on the split:
-// results are bit-identical for any thread count (they may differ between SIMD targets).
+//   M > 8 (decode batches, prefill): a panel of weight rows (up to 256 KB as float) is
+//     converted once into an L2-resident buffer and multiplied with blocks of x rows by a
+//     register tile of vector accumulators, with the same arithmetic per output as M <= 8.
+// Every output is one chain of FMAs over K in a fixed order (FP8 block scales folded per
+// 128-wide block) and a fixed lane reduction, computed by one thread: a row's result does not
+// depend on M (how many other rows share the call) nor on the split of W over threads
+// (results may differ between SIMD targets). Work is split over N only (each thread streams
+// its own contiguous share of W).
 // REQUIRES: x has M rows of x_stride >= K floats; y has M rows of y_stride >= N floats;
 // x and y do not overlap. Allocates nothing (scratch lives on the stack, < 400 KB).
 #pragma once

@@ -30,7 +30,8 @@ static_assert(kFp8BlockSize % (2 * HWY_MAX_BYTES / sizeof(float)) == 0,
 // FP8 folds the block scale into the accumulation for every row count: each output sums the
 // unscaled products of one 128-wide block, then adds that sum times the block's scale. This is
 // one FMA per block and output instead of one multiply per weight vector, and, above all, the
-// same order of operations for any number of x rows (decode M = 1..8 and the mid path), so a
+// same order of operations for any number of x rows (decode M = 1..8 and the panel kernel of
+// matmul_panel-inl.h, which repeats this arithmetic for more rows), so a
 // token's result does not depend on how many other tokens share the call (expert parallelism
 // changes that number).
 template <DType kDType>
@@ -55,15 +56,6 @@ struct DecodeXTail {
   alignas(64) float v[kDecodeMaxRows][HWY_MAX_BYTES / sizeof(float)];
 };
 
-// Weight rows already converted to float the way LoadWeight returns them (FP8 without its block
-// scale, as value / 256; BF16 and F32 as their values), by the mid path: row n of the matrix is
-// raw[(n - row0) * K ...], its FP8 scales those of the view. The arithmetic is then exactly that
-// of streaming the matrix itself.
-struct RawRows {
-  const float* data = nullptr;
-  int64_t row0 = 0;
-};
-
 // Software prefetch runs this many bytes (at least one tile) ahead of the rows being read:
 // short rows (K = 512 FP8 is 2 KB per 4-row tile) would otherwise prefetch less than a DRAM
 // latency ahead.
@@ -72,13 +64,11 @@ HWY_INLINE int64_t PrefetchRowsAhead(int64_t tile_rows, int64_t row_bytes) {
   return std::max<int64_t>(tile_rows, (kPrefetchAheadBytes + row_bytes - 1) / row_bytes);
 }
 
-template <DType kDType, int kM, int kR, bool kRaw, class DF>
-HWY_INLINE void DecodeTile(DF df, const MatMulArgs& a, const DecodeXTail& xt, int64_t n0,
-                           const RawRows& raw) {
+template <DType kDType, int kM, int kR, class DF>
+HWY_INLINE void DecodeTile(DF df, const MatMulArgs& a, const DecodeXTail& xt, int64_t n0) {
   using V = hn::Vec<DF>;
   constexpr bool kFold = kFoldScale<kDType>;
   constexpr bool kTotalsInRegisters = kM <= kFoldInRegistersMaxRows;
-  // kRaw: weights come from the converted rows (mid path), else from the matrix itself.
   constexpr size_t kElem = kDType == DType::kF32 ? 4 : kDType == DType::kBF16 ? 2 : 1;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const int64_t K = a.w.cols;
@@ -86,9 +76,9 @@ HWY_INLINE void DecodeTile(DF df, const MatMulArgs& a, const DecodeXTail& xt, in
   const uint8_t* next[kR];  // the same columns of the next tile's rows, prefetched as we go
   for (int r = 0; r < kR; ++r) {
     rows[r] = RowOf(a.w, n0 + r);
-    next[r] = static_cast<const uint8_t*>(rows[r].data) +
-              std::min<int64_t>(PrefetchRowsAhead(kR, K * kElem), a.w.rows - 1 - n0 - r) * K * kElem;
-    if constexpr (kRaw) rows[r].data = raw.data + (n0 + r - raw.row0) * K;
+    next[r] =
+        static_cast<const uint8_t*>(rows[r].data) +
+        std::min<int64_t>(PrefetchRowsAhead(kR, K * kElem), a.w.rows - 1 - n0 - r) * K * kElem;
   }
   V acc[kM][kR];
   V total_reg[kTotalsInRegisters ? kM : 1][kTotalsInRegisters ? kR : 1];
@@ -124,26 +114,13 @@ HWY_INLINE void DecodeTile(DF df, const MatMulArgs& a, const DecodeXTail& xt, in
     return w;
   };
   auto load2 = [&](int r, int64_t k, V& lo, V& hi) HWY_ATTR {
-    if constexpr (kRaw) {
-      const float* p = static_cast<const float*>(rows[r].data) + k;
-      lo = hn::LoadU(df, p);
-      hi = hn::LoadU(df, p + N);
-    } else {
-      // One prefetch per 64-byte line (FP8 steps are 32 bytes).
-      if (kElem != 1 || (k & 32) == 0) hwy::Prefetch(next[r] + k * kElem);
-      LoadWeight2<kDType>(df, rows[r].data, k, lo, hi);
-    }
+    // One prefetch per 64-byte line (FP8 steps are 32 bytes).
+    if (kElem != 1 || (k & 32) == 0) hwy::Prefetch(next[r] + k * kElem);
+    LoadWeight2<kDType>(df, rows[r].data, k, lo, hi);
   };
-  auto load1 = [&](int r, int64_t k) HWY_ATTR {
-    if constexpr (kRaw)
-      return hn::LoadU(df, static_cast<const float*>(rows[r].data) + k);
-    return LoadWeight<kDType>(df, rows[r].data, k);
-  };
-  auto load_tail = [&](int r, int64_t k, int64_t count) HWY_ATTR {
-    if constexpr (kRaw)
-      return LoadWeightTail<DType::kF32>(df, static_cast<const float*>(rows[r].data), k, count);
-    return LoadWeightTail<kDType>(df, rows[r].data, k, count);
-  };
+  auto load1 = [&](int r, int64_t k) HWY_ATTR { return LoadWeight<kDType>(df, rows[r].data, k); };
+  auto load_tail = [&](int r, int64_t k, int64_t count)
+                       HWY_ATTR { return LoadWeightTail<kDType>(df, rows[r].data, k, count); };
   for (int64_t k0 = 0; k0 < K; k0 += kFp8BlockSize) {
     const int64_t k_end = std::min(K, k0 + kFp8BlockSize);
     if constexpr (kDType == DType::kF8E4M3) {
@@ -221,8 +198,7 @@ constexpr int64_t kAlignedXFloats = 16 * 1024;        // 64 KB of stack (grouped
 constexpr int64_t kDecodeAlignedXFloats = 64 * 1024;  // 256 KB of stack: 8 rows of K = 8192
 
 template <DType kDType, int kM, class DF>
-HWY_NOINLINE void DecodeRowsM(DF df, const MatMulArgs& args, int64_t n_begin, int64_t n_end,
-                              const RawRows& raw) {
+HWY_NOINLINE void DecodeRowsM(DF df, const MatMulArgs& args, int64_t n_begin, int64_t n_end) {
   constexpr int kR = DecodeRowTile(kM);
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const int64_t K = args.w.cols;
@@ -244,38 +220,31 @@ HWY_NOINLINE void DecodeRowsM(DF df, const MatMulArgs& args, int64_t n_begin, in
     std::memcpy(xt.v[m], a.x + m * a.x_stride + k_full, (K - k_full) * sizeof(float));
   }
   int64_t n = n_begin;
-  if (raw.data != nullptr) {
-    for (; n + kR <= n_end; n += kR) DecodeTile<kDType, kM, kR, true>(df, a, xt, n, raw);
-    for (; n < n_end; ++n) DecodeTile<kDType, kM, 1, true>(df, a, xt, n, raw);
-    return;
-  }
-  for (; n + kR <= n_end; n += kR) DecodeTile<kDType, kM, kR, false>(df, a, xt, n, raw);
-  for (; n < n_end; ++n) DecodeTile<kDType, kM, 1, false>(df, a, xt, n, raw);
+  for (; n + kR <= n_end; n += kR) DecodeTile<kDType, kM, kR>(df, a, xt, n);
+  for (; n < n_end; ++n) DecodeTile<kDType, kM, 1>(df, a, xt, n);
 }
 
 // Rows [n_begin, n_end) of y for a.num_rows in 1..kDecodeMaxRows (strides resolved).
-// `raw` may hold those rows already converted (see RawRows).
 template <DType kDType>
-HWY_INLINE void DecodeRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end,
-                           const RawRows& raw = {}) {
+HWY_INLINE void DecodeRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
   const hn::ScalableTag<float> df;
   switch (a.num_rows) {
     case 1:
-      return DecodeRowsM<kDType, 1>(df, a, n_begin, n_end, raw);
+      return DecodeRowsM<kDType, 1>(df, a, n_begin, n_end);
     case 2:
-      return DecodeRowsM<kDType, 2>(df, a, n_begin, n_end, raw);
+      return DecodeRowsM<kDType, 2>(df, a, n_begin, n_end);
     case 3:
-      return DecodeRowsM<kDType, 3>(df, a, n_begin, n_end, raw);
+      return DecodeRowsM<kDType, 3>(df, a, n_begin, n_end);
     case 4:
-      return DecodeRowsM<kDType, 4>(df, a, n_begin, n_end, raw);
+      return DecodeRowsM<kDType, 4>(df, a, n_begin, n_end);
     case 5:
-      return DecodeRowsM<kDType, 5>(df, a, n_begin, n_end, raw);
+      return DecodeRowsM<kDType, 5>(df, a, n_begin, n_end);
     case 6:
-      return DecodeRowsM<kDType, 6>(df, a, n_begin, n_end, raw);
+      return DecodeRowsM<kDType, 6>(df, a, n_begin, n_end);
     case 7:
-      return DecodeRowsM<kDType, 7>(df, a, n_begin, n_end, raw);
+      return DecodeRowsM<kDType, 7>(df, a, n_begin, n_end);
     default:
-      return DecodeRowsM<kDType, 8>(df, a, n_begin, n_end, raw);
+      return DecodeRowsM<kDType, 8>(df, a, n_begin, n_end);
   }
 }
 

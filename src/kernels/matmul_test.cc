@@ -24,9 +24,9 @@ double MaxAbs(const std::vector<float>& v) {
 
 class MatMulTest : public ::testing::TestWithParam<DType> {};
 
-// Decode (M <= 8), dequantize-once (M > 8, M x K small) and blocked (M x K large)
-// paths, ragged K (vector and FP8-block tails) and N (several packed blocks, partial panels),
-// on every SIMD target.
+// Decode (M <= 8) and panel (M > 8: one or several blocks of x rows, partial tiles) paths,
+// ragged K (vector and FP8-block tails) and N (several panels, partial tiles), on every SIMD
+// target.
 TEST_P(MatMulTest, MatchesReferenceAndIsThreadCountInvariant) {
   ThreadPool one(1), two(2), three(3);
   ForEachTarget([&] {
@@ -115,33 +115,42 @@ TEST_P(MatMulTest, TransposedMatchesReferenceOnUnalignedRowSlices) {
   });
 }
 
-// A row's result must not depend on how many other rows share the call, up to the decode
-// batch sizes the dequantize-once path covers (M x K <= 32K floats, K <= 4096): expert
-// parallelism changes those counts, and the FP8 dispatch quantizer would turn a last-bit
-// difference into a visible one. (Prefill-sized M goes to the blocked kernel, which sums in
-// another order.)
+// A row's result must not depend on how many other rows share the call, whatever M: the
+// step's batch, chunked prefill and expert parallelism change those counts, and the FP8 dispatch
+// quantizer would turn a last-bit difference into a visible one. Shapes: K with vector and FP8
+// block tails, K > 4096 (a panel of few rows), K too long for the panel (streamed per 8 rows);
+// M from decode through several x blocks and panels; strided, unaligned x.
 TEST_P(MatMulTest, RowResultsDoNotDependOnBatchSize) {
   ThreadPool pool(2);
   ForEachTarget([&] {
-    for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{70, 1100}, {130, 300}}) {
-      const int64_t max_m = std::min<int64_t>(24, 32 * 1024 / ((k + 15) / 16 * 16));
+    for (auto [n, k] :
+         std::vector<std::pair<int64_t, int64_t>>{{70, 1100}, {130, 300}, {37, 5000}, {3, 66000}}) {
+      std::vector<int64_t> ms;
+      for (int64_t m = 2; m <= 24; ++m) ms.push_back(m);
+      for (int64_t m : {33, 70}) ms.push_back(m);
+      if (k > 5000) ms = {9, 20};
+      const int64_t max_m = ms.back(), x_stride = k + 3;
       TestWeight w = MakeWeight(GetParam(), n, k, static_cast<uint32_t>(n + 3 * k));
-      std::vector<float> x = RandomVector(max_m * k, 11);
+      std::vector<float> x = RandomVector(max_m * x_stride, 11);
       std::vector<float> single(max_m * n);
       for (int64_t i = 0; i < max_m; ++i)
-        MatMul({.x = x.data() + i * k, .num_rows = 1, .w = w.view, .y = single.data() + i * n},
-               pool);
-      for (int64_t m = 2; m <= max_m; ++m) {
+        MatMul(
+            {.x = x.data() + i * x_stride, .num_rows = 1, .w = w.view, .y = single.data() + i * n},
+            pool);
+      for (int64_t m : ms) {
         std::vector<float> y(m * n);
-        MatMul({.x = x.data(), .num_rows = m, .w = w.view, .y = y.data()}, pool);
+        MatMul({.x = x.data(), .x_stride = x_stride, .num_rows = m, .w = w.view, .y = y.data()},
+               pool);
         for (int64_t i = 0; i < m * n; ++i)
           ASSERT_EQ(y[i], single[i]) << "M=" << m << " " << n << "x" << k << " @" << i;
       }
+      if (k > 2000) continue;
       // MatMulT (x [M, n] times W [n, k]): the direct kernel (M <= 4) and the slab kernel.
       std::vector<float> single_t(max_m * k);
       for (int64_t i = 0; i < max_m; ++i)
-        MatMulT({.x = x.data() + i * n, .num_rows = 1, .w = w.view, .y = single_t.data() + i * k}, pool);
-      for (int64_t m = 2; m <= max_m; ++m) {
+        MatMulT({.x = x.data() + i * n, .num_rows = 1, .w = w.view, .y = single_t.data() + i * k},
+                pool);
+      for (int64_t m : ms) {
         std::vector<float> y(m * k);
         MatMulT({.x = x.data(), .num_rows = m, .w = w.view, .y = y.data()}, pool);
         for (int64_t i = 0; i < m * k; ++i)
@@ -168,10 +177,18 @@ TEST(MatMulBatchTest, EachProductEqualsItsOwnCall) {
     for (size_t i = 0; i < ws.size(); ++i) {
       y_batch.emplace_back(m * 2 * ws[i].view.rows, -1.0f);
       yt_batch.emplace_back(m * 2 * ws[i].view.cols, -1.0f);
-      mm.push_back({.x = x.data() + i, .x_stride = 2 * 256, .num_rows = m, .w = ws[i].view,
-                    .y = y_batch[i].data(), .y_stride = 2 * ws[i].view.rows});
-      mt.push_back({.x = x.data() + i, .x_stride = 2 * ws[i].view.rows, .num_rows = m,
-                    .w = ws[i].view, .y = yt_batch[i].data(), .y_stride = 2 * ws[i].view.cols});
+      mm.push_back({.x = x.data() + i,
+                    .x_stride = 2 * 256,
+                    .num_rows = m,
+                    .w = ws[i].view,
+                    .y = y_batch[i].data(),
+                    .y_stride = 2 * ws[i].view.rows});
+      mt.push_back({.x = x.data() + i,
+                    .x_stride = 2 * ws[i].view.rows,
+                    .num_rows = m,
+                    .w = ws[i].view,
+                    .y = yt_batch[i].data(),
+                    .y_stride = 2 * ws[i].view.cols});
     }
     mm.push_back({.x = x.data(), .num_rows = 0, .w = ws[0].view, .y = nullptr});
     MatMulBatch(mm, pool);

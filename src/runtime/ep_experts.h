@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "base/thread_pool.h"
 #include "comm/dispatch.h"
 #include "model/config.h"
@@ -63,7 +64,8 @@ class EpExperts : public ExpertBackend {
     std::vector<float> combined;
   };
   Slot slots_[kExpertSlots];
-  std::vector<float> packed_x_, packed_y_;
+  // Expert-major rows, vector-aligned like LocalExperts' (the kernels then read them in place).
+  AlignedVector<float> packed_x_, packed_y_;
   MlpScratch scratch_;
   std::vector<EpLayerStats> stats_;
   EpTimes times_;
