@@ -58,6 +58,10 @@ struct GenerateFlags {
   std::string a2a = "sparse";
   std::string placement;
   bool stats = false;
+  // Online re-placement: -1 off; 0 on SIGUSR2 only; N every N steps.
+  int replace_every = -1;
+  int64_t replace_window = 8192;
+  int replace_slots = -1;
   double timeout = 120.0;
   int kill_rank = -1, kill_step = -1, fail_load_rank = -1;
   bool stop_rank = false;
@@ -231,6 +235,10 @@ Status RunDistributed(const GenerateFlags& f, const std::string& dir,
                   .kill_step = f.kill_step,
                   .stop_instead = f.stop_rank,
                   .fail_load_rank = f.fail_load_rank};
+  if (f.replace_every >= 0)
+    eo.online = OnlinePlacerOptions{.replace_every = f.replace_every,
+                                    .window_tokens = f.replace_window,
+                                    .redundant_slots = f.replace_slots};
   const int rank = mpi->world().rank();
   std::string note;
   StatusOr<OverlapOptions> overlap = f.overlap.Options(
@@ -269,6 +277,7 @@ Status RunDistributed(const GenerateFlags& f, const std::string& dir,
       f, res.requests, res.vocab,
       {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds}, tok));
   if (f.stats) std::printf("\n%s", res.stats_table.c_str());
+  if (eo.online) std::printf("\n%s", res.placer_report.c_str());
   return Status::Ok();
 }
 
@@ -331,6 +340,8 @@ Status Run(const GenerateFlags& f) {
   if (f.tp != 1 || f.stats || !f.placement.empty())
     return Status::InvalidArgument(
         "--tp, --placement and --stats need several ranks: run under mpirun -np N");
+  if (f.replace_every >= 0)
+    std::printf("online re-placement: one process holds every expert, nothing to move\n");
   ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {.memory = WeightMemory(f),
                                                 .requant = RequantFromFlag(f.requant)}));
   ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
@@ -595,6 +606,23 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
       ->group(ep);
   cmd->add_flag("--stats", f->stats,
                 "print traffic per MoE layer, tokens per rank/expert, time per kernel")
+      ->group(ep);
+  cmd->add_option("--replace-every", f->replace_every,
+                  "online re-placement (docs/expert-parallelism.md): every N steps, place the "
+                  "experts anew from the routing of the recent tokens (GRACE) and move them "
+                  "between ranks without stopping; 0: only when a rank gets SIGUSR2; in one "
+                  "process it does nothing")
+      ->check(AtLeast(0))
+      ->group(ep);
+  cmd->add_option("--replace-window", f->replace_window,
+                  "with --replace-every: recent tokens each DP group profiles")
+      ->check(AtLeast(1))
+      ->group(ep)
+      ->capture_default_str();
+  cmd->add_option("--replace-slots", f->replace_slots,
+                  "with --replace-every: extra expert slots per MoE layer the new placement may "
+                  "use (default: half the routed experts, as `epserve place`)")
+      ->check(AtLeast(0))
       ->group(ep);
   cmd->add_option("--timeout", f->timeout, "seconds a rank waits for its peers before giving up")
       ->check(PositiveReal())

@@ -1,10 +1,12 @@
 #include "model/weights.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -185,19 +187,35 @@ std::unordered_set<const WeightView*> RequantizedViews(const ModelWeights& w) {
   return out;
 }
 
+// Bytes a view takes once copied (as int8 when `requant`), data and scales each 64-aligned.
+size_t CopiedBytes(const WeightView& v, bool requant) {
+  const WeightView t = requant ? kernels::I8PackedShape(v) : v;
+  return Align64(t.DataBytes()) + Align64(t.ScaleBytes());
+}
+
+// Copies (or packs as int8) one view to `data` (CopiedBytes of room) and points it there.
+void CopyView(WeightView* v, uint8_t* data, bool requant) {
+  if (requant) {
+    const WeightView t = kernels::I8PackedShape(*v);
+    *v = kernels::PackWeightI8(*v, data, reinterpret_cast<float*>(data + Align64(t.DataBytes())));
+    return;
+  }
+  std::memcpy(data, v->data, v->DataBytes());
+  v->data = data;
+  if (v->ScaleBytes() > 0) {
+    uint8_t* scale = data + Align64(v->DataBytes());
+    std::memcpy(scale, v->scale, v->ScaleBytes());
+    v->scale = reinterpret_cast<const float*>(scale);
+  }
+}
+
 // Copies every streamed view (data and scales) into one anonymous mapping advised for huge
 // pages and points the views at the copies; the views in `requant` are packed as int8 instead
 // (on all hardware threads: a large checkpoint takes minutes on one).
 Status CopyToHugePages(ModelWeights& w, const std::unordered_set<const WeightView*>& requant) {
   std::vector<const WeightView*> views = w.StreamedViews();
-  auto target = [&](const WeightView* v) {
-    return requant.count(v) ? kernels::I8PackedShape(*v) : *v;
-  };
   size_t total = 0;
-  for (const WeightView* v : views) {
-    const WeightView t = target(v);
-    total += Align64(t.DataBytes()) + Align64(t.ScaleBytes());
-  }
+  for (const WeightView* v : views) total += CopiedBytes(*v, requant.count(v) > 0);
   constexpr size_t kHuge = size_t{2} << 20;
   const size_t size = std::max<size_t>(kHuge, (total + kHuge - 1) / kHuge * kHuge);
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -210,25 +228,12 @@ Status CopyToHugePages(ModelWeights& w, const std::unordered_set<const WeightVie
   std::vector<uint8_t*> dst(views.size());
   uint8_t* next = w.copied.get();
   for (size_t i = 0; i < views.size(); ++i) {
-    const WeightView t = target(views[i]);
     dst[i] = next;
-    next += Align64(t.DataBytes()) + Align64(t.ScaleBytes());
+    next += CopiedBytes(*views[i], requant.count(views[i]) > 0);
   }
   auto place = [&](size_t i) {
-    WeightView* v = const_cast<WeightView*>(views[i]);  // the views belong to w, which we own
-    uint8_t* data = dst[i];
-    if (requant.count(views[i])) {
-      const WeightView t = target(v);
-      *v = kernels::PackWeightI8(*v, data, reinterpret_cast<float*>(data + Align64(t.DataBytes())));
-      return;
-    }
-    std::memcpy(data, v->data, v->DataBytes());
-    v->data = data;
-    if (v->ScaleBytes() > 0) {
-      uint8_t* scale = data + Align64(v->DataBytes());
-      std::memcpy(scale, v->scale, v->ScaleBytes());
-      v->scale = reinterpret_cast<const float*>(scale);
-    }
+    // The views belong to w, which we own.
+    CopyView(const_cast<WeightView*>(views[i]), dst[i], requant.count(views[i]) > 0);
   };
   if (requant.empty()) {
     for (size_t i = 0; i < views.size(); ++i) place(i);
@@ -279,6 +284,76 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const Checkpoint& ck,
     }
   }
   return w;
+}
+
+StatusOr<LoadedExpert> LoadExpert(const Checkpoint& ck, const ModelConfig& c, int layer, int expert,
+                                  const LoadOptions& opt) {
+  if (layer < 0 || layer >= c.num_hidden_layers + c.num_nextn_predict_layers ||
+      !c.IsMoeLayer(layer) || expert < 0 || expert >= c.n_routed_experts)
+    return Status::InvalidArgument("no routed expert " + std::to_string(expert) + " in layer " +
+                                   std::to_string(layer));
+  const std::string prefix = LayerPrefix(layer) + "mlp.experts." + std::to_string(expert) + ".";
+  for (const char* m : {"gate_proj.weight", "up_proj.weight", "down_proj.weight"})
+    if (ck.Find(prefix + m) == nullptr)
+      return Status::DataLoss(ck.listing_path() + ": missing tensor " + prefix + m);
+  ModelWeights scratch;  // holds copies of tensors not aligned in the file
+  Binder b(ck, &scratch);
+  LoadedExpert out{.layer = layer, .expert = expert, .weights = BindMlp(b, prefix)};
+  WeightView* views[3] = {&out.weights.gate, &out.weights.up, &out.weights.down};
+  const bool requant = opt.requant == LoadOptions::Requant::kInt8;
+  if (opt.memory == LoadOptions::Memory::kCopied || requant || !scratch.owned.empty()) {
+    size_t total = 0;
+    for (WeightView* v : views) total += CopiedBytes(*v, requant);
+    out.memory = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(std::aligned_alloc(64, total)),
+                                          [](uint8_t* p) { std::free(p); });
+    if (out.memory == nullptr)
+      return Status::IoError("cannot allocate " + std::to_string(total) + " bytes for expert " +
+                             std::to_string(expert) + " of layer " + std::to_string(layer));
+    uint8_t* next = out.memory.get();
+    for (WeightView* v : views) {
+      const size_t bytes = CopiedBytes(*v, requant);
+      CopyView(v, next, requant);
+      next += bytes;
+    }
+    out.bytes = static_cast<int64_t>(total);
+  } else {
+    for (WeightView* v : views) {
+      PrefaultPages(v->data, v->DataBytes());
+      PrefaultPages(v->scale, v->ScaleBytes());
+      out.bytes += static_cast<int64_t>(v->DataBytes() + v->ScaleBytes());
+    }
+  }
+  return out;
+}
+
+void InstallExpert(ModelWeights& w, LoadedExpert e) {
+  const int main = static_cast<int>(w.layers.size());
+  LayerWeights& l = e.layer < main ? w.layers[e.layer] : w.mtp[e.layer - main].layer;
+  l.moe->experts[e.expert] = e.weights;
+  if (e.memory) w.late_experts[{e.layer, e.expert}] = std::move(e.memory);
+}
+
+int64_t ReleaseExpert(ModelWeights& w, int layer, int expert) {
+  const int main = static_cast<int>(w.layers.size());
+  LayerWeights& l = layer < main ? w.layers[layer] : w.mtp[layer - main].layer;
+  MlpWeights& m = l.moe->experts[expert];
+  int64_t bytes = 0;
+  const long page = ::sysconf(_SC_PAGESIZE);
+  auto release = [&](const void* p, size_t n) {
+    bytes += static_cast<int64_t>(n);
+    // Only the load-time private copy is this rank's to give back (a file mapping is shared).
+    if (p == nullptr || n == 0 || !w.copied || w.late_experts.count({layer, expert})) return;
+    const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  };
+  for (const WeightView* v : {&m.gate, &m.up, &m.down}) {
+    release(v->data, v->DataBytes());
+    release(v->scale, v->ScaleBytes());
+  }
+  m = MlpWeights{};
+  w.late_experts.erase({layer, expert});
+  return bytes;
 }
 
 const char* RequantName(LoadOptions::Requant requant) {

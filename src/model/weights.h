@@ -7,7 +7,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -100,6 +102,30 @@ struct ModelWeights {
   // Every bound weight a forward pass streams (data and FP8 scales), in layer order; the
   // embedding table is left out. Unbound experts have no views and are not listed.
   std::vector<const WeightView*> StreamedViews() const;
+
+  // Online re-placement (runtime/online_placer.h) binds routed experts after the load and lets
+  // go of others. Memory of experts loaded that way, by (layer, expert).
+  std::map<std::pair<int, int>, std::shared_ptr<uint8_t>> late_experts;
 };
+
+// One routed expert bound on its own after the load, as LoadOptions says (copied into private
+// memory, requantized to int8, or a view of the prefaulted file mapping). Safe to call from a
+// background thread: it reads the checkpoint and writes only its result.
+struct LoadedExpert {
+  int layer = 0, expert = 0;
+  MlpWeights weights;
+  std::shared_ptr<uint8_t> memory;  // what the views point into; null for mapped views
+  int64_t bytes = 0;                // the weights' bytes (data and scales) as stored here
+};
+StatusOr<LoadedExpert> LoadExpert(const Checkpoint& ckpt, const ModelConfig& config, int layer,
+                                  int expert, const LoadOptions& options);
+
+// Binds a loaded expert in `w` (from the thread that runs the model, between steps).
+void InstallExpert(ModelWeights& w, LoadedExpert expert);
+
+// Unbinds routed expert (layer, expert) of `w` and returns the memory it held to the system where
+// it was this rank's own (late-loaded experts; whole pages of the load-time copy). Returns the
+// expert's bytes. Between steps only.
+int64_t ReleaseExpert(ModelWeights& w, int layer, int expert);
 
 }  // namespace epserve

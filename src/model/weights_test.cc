@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <utility>
 
 #include "io/checkpoint.h"
 #include "kernels/matmul.h"
@@ -45,6 +47,51 @@ TEST(WeightsTest, BindsOnlyWantedExperts) {
   EXPECT_FALSE(experts[1].empty());
   EXPECT_FALSE((*w)->mtp[0].layer.moe->experts[5].empty());
   EXPECT_FALSE((*w)->layers[1].moe->shared.empty());
+}
+
+// Online re-placement loads an expert after the load and lets go of another: the late one holds
+// the bytes a full load binds (copied, mapped or int8 as asked), the released one is unbound.
+TEST(WeightsTest, LoadsAndReleasesOneExpertAfterTheLoad) {
+  for (WeightDType dt : {WeightDType::kBF16, WeightDType::kFP8}) {
+    const std::string dir = testing::MakeTiny("late", "tiny", dt);
+    auto ck = Checkpoint::Open(dir);
+    auto config = ModelConfig::Parse((*ck)->config_text(), "config.json");
+    auto full = ModelWeights::Load(**ck, *config, {});
+    for (LoadOptions::Memory memory :
+         {LoadOptions::Memory::kCopied, LoadOptions::Memory::kMapped}) {
+      const LoadOptions opt{.want_expert = [](int, int e) { return e != 3; }, .memory = memory};
+      auto w = ModelWeights::Load(**ck, *config, opt);
+      ASSERT_TRUE(full.ok() && w.ok());
+      ASSERT_TRUE((*w)->layers[2].moe->experts[3].empty());
+      auto e = LoadExpert(**ck, *config, 2, 3, opt);
+      ASSERT_TRUE(e.ok()) << e.status().message();
+      EXPECT_GT(e->bytes, 0);
+      InstallExpert(**w, std::move(*e));
+      const MlpWeights& got = (*w)->layers[2].moe->experts[3];
+      const MlpWeights& want = (*full)->layers[2].moe->experts[3];
+      for (auto [a, b] :
+           {std::pair{&got.gate, &want.gate}, {&got.up, &want.up}, {&got.down, &want.down}}) {
+        ASSERT_EQ(a->dtype, b->dtype);
+        ASSERT_EQ(a->DataBytes(), b->DataBytes());
+        EXPECT_EQ(std::memcmp(a->data, b->data, a->DataBytes()), 0);
+        if (a->ScaleBytes() > 0) {
+          EXPECT_EQ(std::memcmp(a->scale, b->scale, a->ScaleBytes()), 0);
+        }
+      }
+      EXPECT_EQ((*w)->late_experts.size(), memory == LoadOptions::Memory::kCopied ? 1u : 0u);
+      EXPECT_GT(ReleaseExpert(**w, 2, 3), 0);
+      EXPECT_TRUE((*w)->layers[2].moe->experts[3].empty());
+      EXPECT_TRUE((*w)->late_experts.empty());
+      EXPECT_GT(ReleaseExpert(**w, 2, 5), 0);  // one bound at load
+      EXPECT_TRUE((*w)->layers[2].moe->experts[5].empty());
+      EXPECT_FALSE((*w)->layers[2].moe->experts[6].empty());
+    }
+    auto i8 = LoadExpert(**ck, *config, 1, 0, {.requant = LoadOptions::Requant::kInt8});
+    ASSERT_TRUE(i8.ok());
+    EXPECT_EQ(i8->weights.down.dtype, DType::kI8Packed);
+    EXPECT_FALSE(LoadExpert(**ck, *config, 0, 0, {}).ok());   // a dense layer
+    EXPECT_FALSE(LoadExpert(**ck, *config, 1, 99, {}).ok());  // no such expert
+  }
 }
 
 // --requant int8: every streamed projection but kv_b and the router becomes int8, each element

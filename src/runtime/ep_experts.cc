@@ -13,8 +13,8 @@ EpExperts::EpExperts(comm::Dispatcher& dispatcher, const placement::Placement& p
                      const placement::Router& router, const ModelWeights& weights, ThreadPool& pool,
                      int num_layers, int num_experts)
     : dispatcher_(dispatcher),
-      placement_(placement),
-      router_(router),
+      placement_(&placement),
+      router_(&router),
       weights_(weights),
       pool_(pool),
       num_experts_(num_experts),
@@ -28,7 +28,7 @@ Status EpExperts::Start(int slot, const RoutedBatch& b) {
   Slot& sl = slots_[slot];
   sl.batch = b;
   std::vector<int32_t>& dest = sl.dest;
-  const int layer_idx = placement_.LayerIndex(b.layer);
+  const int layer_idx = placement_->LayerIndex(b.layer);
   if (layer_idx < 0)
     return Status::InvalidArgument("placement has no entry for MoE layer " +
                                    std::to_string(b.layer));
@@ -40,9 +40,10 @@ Status EpExperts::Start(int slot, const RoutedBatch& b) {
     const uint64_t key = b.token_keys
                              ? b.token_keys[t]
                              : (static_cast<uint64_t>(me) << 40) ^ static_cast<uint64_t>(t);
-    router_.PickRanks(layer_idx, std::span<const int32_t>(b.expert_ids + t * b.top_k, b.top_k), me,
-                      key, std::span<int>(dest.data() + t * b.top_k, b.top_k));
+    router_->PickRanks(layer_idx, std::span<const int32_t>(b.expert_ids + t * b.top_k, b.top_k), me,
+                       key, std::span<int>(dest.data() + t * b.top_k, b.top_k));
   }
+  stats_[b.layer].tokens_sent += b.num_tokens;
   Status st = dispatcher_.StartDispatch({.num_tokens = b.num_tokens,
                                          .x = b.x,
                                          .expert_ids = b.expert_ids,

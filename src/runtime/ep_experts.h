@@ -24,6 +24,7 @@ namespace epserve {
 struct EpLayerStats {
   comm::TrafficStats dispatch, combine;
   int64_t rows_received = 0;
+  int64_t tokens_sent = 0;  // tokens this rank dispatched (each once, whatever its copies)
   std::vector<int64_t> tokens_per_expert;  // by global expert id, computed here
 };
 
@@ -49,10 +50,18 @@ class EpExperts : public ExpertBackend {
   const std::vector<EpLayerStats>& layer_stats() const { return stats_; }
   const EpTimes& times() const { return times_; }
 
+  // Online re-placement: from the next Start on, tokens go where `placement` and `router` say
+  // (both must outlive their use, and the weights must hold this rank's experts of it). Between
+  // steps only.
+  void SetPlacement(const placement::Placement& placement, const placement::Router& router) {
+    placement_ = &placement;
+    router_ = &router;
+  }
+
  private:
   comm::Dispatcher& dispatcher_;
-  const placement::Placement& placement_;
-  const placement::Router& router_;
+  const placement::Placement* placement_;
+  const placement::Router* router_;
   const ModelWeights& weights_;
   ThreadPool& pool_;
   int num_experts_;

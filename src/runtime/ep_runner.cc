@@ -91,6 +91,16 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
   eng.keep_logits = o.keep_logits;
   eng.default_stop_ids = config.eos_token_ids;
   Engine engine(model, eng);
+  std::unique_ptr<OnlinePlacer> placer;
+  if (o.online) {
+    OnlinePlacerOptions po = *o.online;
+    po.load.memory = o.weights;
+    po.load.requant = o.requant;
+    auto made = OnlinePlacer::Create(*rep, po);
+    if (!made.ok()) return {made.status(), true};
+    placer = std::move(*made);
+    model.SetRouteObserver([p = placer.get()](const RouteEvent& ev) { p->Observe(ev); });
+  }
   GenerateOptions gen{.keep_logits = o.keep_logits,
                       .on_step =
                           [&](int step) {
@@ -98,9 +108,14 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
                               std::raise(o.stop_instead ? SIGSTOP : SIGKILL);
                           },
                       .world = &world,
-                      .group = rep->group_comm.get()};
+                      .group = rep->group_comm.get(),
+                      .participant = placer.get()};
   auto res = RunRequests(engine, requests, gen);
   if (!res.ok()) return {res.status().WithContextOnce("rank " + std::to_string(me)), false};
+  if (placer) {
+    if (Status s = placer->Finish(); !s.ok())
+      return {s.WithContextOnce("rank " + std::to_string(me)), false};
+  }
 
   // Results to rank 0: one blob per DP group (its TP rank 0), empty from the others.
   std::vector<std::string> blobs;
@@ -158,6 +173,10 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
     out->decode_tokens += counts[1];
   }
   out->stats_table = FormatStats(stat_blobs, node_of, config);
+  if (placer) {
+    out->placer_report = placer->FormatReports();
+    out->replacements = placer->reports();
+  }
   return {Status::Ok(), false};
 }
 

@@ -6,6 +6,7 @@
 // Results and statistics are gathered on rank 0.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "comm/dispatch.h"
 #include "runtime/ep_replica.h"
 #include "runtime/generator.h"
+#include "runtime/online_placer.h"
 
 namespace epserve {
 
@@ -37,6 +39,9 @@ struct EpRunOptions {
   bool stop_instead = false;
   // Fault injection for tests: rank `fail_load_rank` reports a load failure.
   int fail_load_rank = -1;
+  // Online re-placement (runtime/online_placer.h); off unless set. Its load options follow
+  // `weights` and `requant`.
+  std::optional<OnlinePlacerOptions> online;
 };
 
 struct EpRunResult {                    // filled on rank 0 only
@@ -50,6 +55,8 @@ struct EpRunResult {                    // filled on rank 0 only
   int64_t draft_tokens = 0, accepted_draft_tokens = 0;  // MTP, all groups
   int64_t split_forwards = 0, forwards = 0;  // rank 0's main passes, and those micro-batched
   std::string stats_table;                   // the --stats report
+  std::string placer_report;                 // with `online`: OnlinePlacer::FormatReports
+  std::vector<ReplacementReport> replacements;
 };
 
 EpError RunEpGenerate(comm::MpiWorld& world, const EpRunOptions& options, EpRunResult* result);

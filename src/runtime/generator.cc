@@ -66,7 +66,10 @@ StatusOr<GenerateResult> RunRequests(Engine& engine, const std::vector<GenerateR
       plan = engine.Schedule();
       vote.active = (!plan.chunks.empty() || engine.HasWork() || next < order.size()) ? 1 : 0;
     }
+    if (opt.participant != nullptr) opt.participant->Vote(&vote);
     RETURN_IF_ERROR(AgreeStep(ls, &vote));
+    if (vote.active != 0 && opt.participant != nullptr)
+      RETURN_IF_ERROR(opt.participant->AfterVote(vote));
     if (vote.active == 0) {
       // The plan is empty; Complete still hands out what this step's Schedule cancelled.
       if (leader) {

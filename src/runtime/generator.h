@@ -18,6 +18,7 @@
 #include "base/status.h"
 #include "comm/communicator.h"
 #include "runtime/engine.h"
+#include "runtime/lockstep.h"
 
 namespace epserve {
 
@@ -47,9 +48,10 @@ struct RequestResult {
 
 struct GenerateOptions {
   bool keep_logits = false;
-  std::function<void(int step)> on_step;  // called before each step; may be null
-  comm::Communicator* world = nullptr;    // all ranks (expert parallelism); null: one process
-  comm::Communicator* group = nullptr;    // this DP group's TP ranks; null or size 1: no TP
+  std::function<void(int step)> on_step;   // called before each step; may be null
+  comm::Communicator* world = nullptr;     // all ranks (expert parallelism); null: one process
+  comm::Communicator* group = nullptr;     // this DP group's TP ranks; null or size 1: no TP
+  StepParticipant* participant = nullptr;  // joins every step's vote (online re-placement)
 };
 
 struct GenerateResult {

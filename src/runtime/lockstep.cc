@@ -3,14 +3,17 @@
 namespace epserve {
 
 Status AgreeStep(const Lockstep& ls, StepVote* vote) {
-  int64_t v[2] = {vote->active, vote->stop};
+  int64_t* fields[] = {&vote->active,       &vote->stop,           &vote->placer_gather,
+                       &vote->placer_ready, &vote->placer_loading, &vote->placer_failed};
+  constexpr int kFields = sizeof(fields) / sizeof(fields[0]);
+  int64_t v[kFields];
+  for (int i = 0; i < kFields; ++i) v[i] = *fields[i];
   if (ls.world != nullptr) {
-    RETURN_IF_ERROR(ls.world->AllReduceMax(v, 2));
+    RETURN_IF_ERROR(ls.world->AllReduceMax(v, kFields));
   } else if (ls.tp()) {
-    RETURN_IF_ERROR(ls.group->AllReduceMax(v, 2));
+    RETURN_IF_ERROR(ls.group->AllReduceMax(v, kFields));
   }
-  vote->active = v[0];
-  vote->stop = v[1];
+  for (int i = 0; i < kFields; ++i) *fields[i] = v[i];
   return Status::Ok();
 }
 

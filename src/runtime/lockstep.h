@@ -28,6 +28,20 @@ struct Lockstep {
 struct StepVote {
   int64_t active = 0;  // someone has work: everyone steps
   int64_t stop = 0;    // someone was asked to stop: everyone winds down
+  // Online re-placement (runtime/online_placer.h) moves through its phases on these.
+  int64_t placer_gather = 0;   // someone asks for a new placement: gather the routing sketches
+  int64_t placer_ready = 0;    // rank 0 has computed it: broadcast it
+  int64_t placer_loading = 0;  // someone is still loading its new experts: do not switch yet
+  int64_t placer_failed = 0;   // someone could not load its new experts: drop the placement
+};
+
+// Work that must happen at a step boundary on every rank at once (between the vote and the
+// step): it adds to the vote, then acts on the agreed one. Only called while the world steps.
+class StepParticipant {
+ public:
+  virtual ~StepParticipant() = default;
+  virtual void Vote(StepVote* vote) = 0;
+  virtual Status AfterVote(const StepVote& vote) = 0;
 };
 
 // One collective over the world (or the TP group alone); a no-op in one process.
