@@ -25,6 +25,7 @@
 #include "tools/command.h"
 #include "tools/engine_flags.h"
 #include "tools/flag_checks.h"
+#include "tools/replace_flags.h"
 #include "tools/stop_signal.h"
 
 namespace epserve::tools {
@@ -43,6 +44,7 @@ struct EngineCmdFlags {
   int ranks_per_node = 0;
   std::string a2a = "sparse";
   std::string placement;
+  ReplaceFlags replace;
   double timeout = 120;
 };
 
@@ -148,9 +150,10 @@ Status RunEngine(const EngineCmdFlags& f) {
     return Status::InvalidArgument("--a2a must be sparse or padded, got " + f.a2a);
   ASSIGN_OR_RETURN(ServiceSecurity security, ReadServiceSecurity(f));
   if (!comm::LaunchedByMpi()) {
-    if (f.tp != 1 || !f.placement.empty() || f.ranks_per_node != 0)
+    if (f.tp != 1 || !f.placement.empty() || f.ranks_per_node != 0 || f.replace.every >= 0)
       return Status::InvalidArgument(
-          "--tp, --placement and --ranks-per-node need several ranks: run under mpirun -np N");
+          "--tp, --placement, --ranks-per-node and --replace-every need several ranks: run under "
+          "mpirun -np N");
     std::string dir = f.model;
     if (dir.empty()) {
       ASSIGN_OR_RETURN(dir, EnsureDefaultModel());
@@ -201,8 +204,19 @@ Status RunEngine(const EngineCmdFlags& f) {
   if (Status st = rep->group_comm->AllReduceMax(&neg, 1); !st.ok()) return fail(st, false);
   eo->num_blocks = -neg;
   Engine engine(*rep->model, *eo);
-  EngineWorker worker(engine,
-                      {.lockstep = {.world = &mpi->world(), .group = rep->group_comm.get()}});
+  std::unique_ptr<OnlinePlacer> placer;
+  if (std::optional<OnlinePlacerOptions> po = f.replace.Options()) {
+    po->load.requant = RequantFromFlag(f.engine.requant);
+    auto made = OnlinePlacer::Create(*rep, *po);
+    if (!made.ok()) return fail(made.status(), true);
+    placer = std::move(*made);
+    rep->model->SetRouteObserver([p = placer.get()](const RouteEvent& ev) { p->Observe(ev); });
+  }
+  EngineWorker worker(engine, {.lockstep = {.world = &mpi->world(), .group = rep->group_comm.get()},
+                               .participant = placer.get(),
+                               .add_metrics = [p = placer.get()](WorkerMetrics* m) {
+                                 if (p != nullptr) p->AddMetrics(m);
+                               }});
   const std::string ranks = "ranks " + std::to_string(rep->group * rep->tp) + "-" +
                             std::to_string(rep->group * rep->tp + rep->tp - 1);
   if (rank == 0)
@@ -273,6 +287,7 @@ void RegisterEngineCommand(CLI::App& app, CommandContext& ctx) {
       ->group(ep);
   cmd->add_option("--placement", f->placement, "expert placement file (default contiguous)")
       ->group(ep);
+  f->replace.AddTo(cmd, ep);
   cmd->add_option("--timeout", f->timeout,
                   "seconds a rank waits in one collective before failing (a dead peer)")
       ->check(PositiveReal())

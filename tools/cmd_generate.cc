@@ -18,6 +18,7 @@
 #include "tools/device_flag.h"
 #include "tools/flag_checks.h"
 #include "tools/overlap_flag.h"
+#include "tools/replace_flags.h"
 
 namespace epserve::tools {
 
@@ -58,10 +59,7 @@ struct GenerateFlags {
   std::string a2a = "sparse";
   std::string placement;
   bool stats = false;
-  // Online re-placement: -1 off; 0 on SIGUSR2 only; N every N steps.
-  int replace_every = -1;
-  int64_t replace_window = 8192;
-  int replace_slots = -1;
+  ReplaceFlags replace;
   double timeout = 120.0;
   int kill_rank = -1, kill_step = -1, fail_load_rank = -1;
   bool stop_rank = false;
@@ -235,10 +233,7 @@ Status RunDistributed(const GenerateFlags& f, const std::string& dir,
                   .kill_step = f.kill_step,
                   .stop_instead = f.stop_rank,
                   .fail_load_rank = f.fail_load_rank};
-  if (f.replace_every >= 0)
-    eo.online = OnlinePlacerOptions{.replace_every = f.replace_every,
-                                    .window_tokens = f.replace_window,
-                                    .redundant_slots = f.replace_slots};
+  eo.online = f.replace.Options();
   const int rank = mpi->world().rank();
   std::string note;
   StatusOr<OverlapOptions> overlap = f.overlap.Options(
@@ -340,7 +335,7 @@ Status Run(const GenerateFlags& f) {
   if (f.tp != 1 || f.stats || !f.placement.empty())
     return Status::InvalidArgument(
         "--tp, --placement and --stats need several ranks: run under mpirun -np N");
-  if (f.replace_every >= 0)
+  if (f.replace.every >= 0)
     std::printf("online re-placement: one process holds every expert, nothing to move\n");
   ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {.memory = WeightMemory(f),
                                                 .requant = RequantFromFlag(f.requant)}));
@@ -607,23 +602,7 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_flag("--stats", f->stats,
                 "print traffic per MoE layer, tokens per rank/expert, time per kernel")
       ->group(ep);
-  cmd->add_option("--replace-every", f->replace_every,
-                  "online re-placement (docs/expert-parallelism.md): every N steps, place the "
-                  "experts anew from the routing of the recent tokens (GRACE) and move them "
-                  "between ranks without stopping; 0: only when a rank gets SIGUSR2; in one "
-                  "process it does nothing")
-      ->check(AtLeast(0))
-      ->group(ep);
-  cmd->add_option("--replace-window", f->replace_window,
-                  "with --replace-every: recent tokens each DP group profiles")
-      ->check(AtLeast(1))
-      ->group(ep)
-      ->capture_default_str();
-  cmd->add_option("--replace-slots", f->replace_slots,
-                  "with --replace-every: extra expert slots per MoE layer the new placement may "
-                  "use (default: half the routed experts, as `epserve place`)")
-      ->check(AtLeast(0))
-      ->group(ep);
+  f->replace.AddTo(cmd, ep);
   cmd->add_option("--timeout", f->timeout, "seconds a rank waits for its peers before giving up")
       ->check(PositiveReal())
       ->group(ep)

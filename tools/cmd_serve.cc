@@ -37,6 +37,7 @@
 #include "tools/engine_flags.h"
 #include "tools/engine_world.h"
 #include "tools/flag_checks.h"
+#include "tools/replace_flags.h"
 #include "tools/stop_signal.h"
 #include "tools/world_supervisor.h"
 
@@ -65,6 +66,7 @@ struct ServeFlags {
                         engine_host;  // "": 127.0.0.1, or auto with a hostfile
   int engine_port = 0;
   std::string placement;
+  ReplaceFlags replace;  // handed to the world --np starts
   double startup_timeout = 600, drain_timeout = 30;
   // Self-healing (tools/world_supervisor.h, CompletionSession's resume).
   int max_restarts_per_minute = 3;
@@ -143,6 +145,7 @@ std::vector<std::string> MpirunArgv(const ServeFlags& f, const std::string& dir)
   if (f.ranks_per_node > 0)
     a.insert(a.end(), {"--ranks-per-node", std::to_string(f.ranks_per_node)});
   if (!f.placement.empty()) a.insert(a.end(), {"--placement", f.placement});
+  for (const auto& x : f.replace.Args()) a.push_back(x);
   for (const auto& x : f.engine.Args()) a.push_back(x);
   // Absolute: the ranks may start elsewhere (the files must be at the same path on every machine).
   auto file = [&](const char* flag, const std::string& path) {
@@ -201,6 +204,10 @@ Status RunServe(const ServeFlags& f) {
     return Status::InvalidArgument("--np starts engines, --engines uses running ones: not both");
   if (f.np == 0 && (f.tp != 1 || !f.hostfile.empty() || f.ranks_per_node != 0))
     return Status::InvalidArgument("--tp, --hostfile and --ranks-per-node need --np N");
+  if (f.np == 0 && f.replace.every >= 0)
+    return Status::InvalidArgument(
+        "--replace-every moves experts between the ranks of the world --np N starts (for "
+        "--engines, give it to their `epserve engine`)");
   if (f.http_threads < 0) return Status::InvalidArgument("--http-threads must be >= 0");
   if (f.engine_port < 0 || f.engine_port > 65535)
     return Status::InvalidArgument("--engine-port must be in [0, 65535]");
@@ -457,6 +464,7 @@ void RegisterServeCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--hostfile", f->hostfile, "Open MPI hostfile: run the world across machines")
       ->group(dep);
   cmd->add_option("--placement", f->placement, "expert placement file for the world")->group(dep);
+  f->replace.AddTo(cmd, dep);
   cmd->add_option("--mpirun", f->mpirun, "the MPI launcher")->capture_default_str()->group(dep);
   cmd->add_option("--mpirun-args", f->mpirun_args, "more launcher arguments, space-separated")
       ->group(dep);

@@ -91,6 +91,11 @@ WorkerMetrics FromProto(const LoadReply& m) {
   w.spec_draft_tokens = m.spec_draft_tokens();
   w.spec_accepted_tokens = m.spec_accepted_tokens();
   w.stalled_ms = m.stalled_ms();
+  w.replacements = m.replacements();
+  w.replacement_bytes = m.replacement_bytes();
+  w.replacement_pause_seconds = m.replacement_pause_seconds();
+  w.cross_copies_before = m.cross_copies_before();
+  w.cross_copies_since = m.cross_copies_since();
   for (const auto& [k, v] : m.finished()) w.finished[k] = v;
   return w;
 }
@@ -107,6 +112,11 @@ void ToProto(const WorkerMetrics& w, LoadReply* m) {
   m->set_spec_draft_tokens(w.spec_draft_tokens);
   m->set_spec_accepted_tokens(w.spec_accepted_tokens);
   m->set_stalled_ms(w.stalled_ms);
+  m->set_replacements(w.replacements);
+  m->set_replacement_bytes(w.replacement_bytes);
+  m->set_replacement_pause_seconds(w.replacement_pause_seconds);
+  m->set_cross_copies_before(w.cross_copies_before);
+  m->set_cross_copies_since(w.cross_copies_since);
   for (const auto& [k, v] : w.finished) (*m->mutable_finished())[k] = v;
 }
 

@@ -179,9 +179,16 @@ Status EngineWorker::LoopSteps() {
       plan = engine_.Schedule();
       vote.active = (!plan.chunks.empty() || engine_.HasWork()) ? 1 : 0;
     }
+    if (options_.participant != nullptr) options_.participant->Vote(&vote);
     if (Status st = AgreeStep(ls, &vote); !st.ok()) {
       FailAll("the engine world failed: " + st.message());
       return st;
+    }
+    if (vote.active != 0 && options_.participant != nullptr) {
+      if (Status st = options_.participant->AfterVote(vote); !st.ok()) {
+        FailAll("the engine world failed: " + st.message());
+        return st;
+      }
     }
     if (vote.stop != 0 && !stop) RequestStop();  // another rank was asked: cancel ours too
     if (vote.active == 0) {
@@ -285,6 +292,7 @@ void EngineWorker::UpdateMetrics() {
   metrics_.prefix_cache_hits = st.cached_prompt_tokens;
   metrics_.spec_draft_tokens = st.draft_tokens;
   metrics_.spec_accepted_tokens = st.accepted_draft_tokens;
+  if (options_.add_metrics) options_.add_metrics(&metrics_);
 }
 
 }  // namespace epserve

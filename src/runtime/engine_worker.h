@@ -69,6 +69,13 @@ struct WorkerMetrics {
   // Requests are queued or running and no step has finished for this long (a stalled group:
   // a rank stopped or stuck in a collective); 0 otherwise.
   int64_t stalled_ms = 0;
+  // Online re-placement (runtime/online_placer.h), reported by the group holding world rank 0:
+  // switches, bytes of experts loaded and boundary pauses (sums), and the cross-machine copies
+  // per token measured on live traffic in the window before the last switch and since it (as of
+  // the last gather or switch); -1: not measured.
+  int64_t replacements = 0, replacement_bytes = 0;
+  double replacement_pause_seconds = 0;
+  double cross_copies_before = -1, cross_copies_since = -1;
   double kv_cache_usage() const {
     return kv_blocks_total > 0 ? static_cast<double>(kv_blocks_used) / kv_blocks_total : 0;
   }
@@ -82,6 +89,10 @@ struct EngineWorkerOptions {
   // Tests only: called before each step that runs a plan (fault injection: a hook that throws
   // stands for a bug or an allocation failure inside the step).
   std::function<void()> before_step;
+  // Distributed: joins every step's vote (online re-placement), on the stepping thread.
+  StepParticipant* participant = nullptr;
+  // Adds to the metrics after each step, on the stepping thread, under the metrics lock.
+  std::function<void(WorkerMetrics*)> add_metrics;
 };
 
 class EngineWorker {

@@ -169,6 +169,7 @@ Status OnlinePlacer::Gather() {
   sketches_.clear();
   RETURN_IF_ERROR(
       world.GatherBlobs(rep_.leader() ? sketch_.Serialize() : std::string(), 0, &sketches_));
+  RETURN_IF_ERROR(MeasureSinceSwitch());  // the live measure /metrics shows
   phase_ = Phase::kPlacing;
   worker_done_.store(false);
   placed_json_.clear();
@@ -321,6 +322,8 @@ Status OnlinePlacer::Switch(int step) {
   r.tokens_before = (sum[1] - tokens_at_switch_) / std::max(1, num_layers);
   remote_at_switch_ = sum[0];
   tokens_at_switch_ = sum[1];
+  cross_since_switch_ = 0;
+  tokens_since_switch_ = 0;
   if (options_.log && rep_.rank == 0)
     std::fprintf(stderr,
                  "re-placement %zu before step %d: placed from %lld tokens in %.2f s, %lld experts "
@@ -340,6 +343,15 @@ Status OnlinePlacer::Finish() {
   next_plan_.reset();
   next_router_.reset();
   phase_ = Phase::kIdle;
+  RETURN_IF_ERROR(MeasureSinceSwitch());
+  if (!reports_.empty()) {
+    reports_.back().cross_after = cross_since_switch_;
+    reports_.back().tokens_after = tokens_since_switch_;
+  }
+  return Status::Ok();
+}
+
+Status OnlinePlacer::MeasureSinceSwitch() {
   int64_t mine[2];
   TrafficTotals(&mine[0], &mine[1]);
   comm::Communicator& world = rep_.dispatcher->communicator();
@@ -353,11 +365,20 @@ Status OnlinePlacer::Finish() {
         static_cast<double>(remote - remote_at_switch_) * num_layers / (tokens - tokens_at_switch_);
     tokens_since_switch_ = (tokens - tokens_at_switch_) / std::max(1, num_layers);
   }
-  if (!reports_.empty()) {
-    reports_.back().cross_after = cross_since_switch_;
-    reports_.back().tokens_after = tokens_since_switch_;
-  }
   return Status::Ok();
+}
+
+void OnlinePlacer::AddMetrics(WorkerMetrics* m) const {
+  if (rep_.rank != 0) return;
+  m->replacements = static_cast<int64_t>(reports_.size());
+  m->replacement_bytes = 0;
+  m->replacement_pause_seconds = 0;
+  for (const ReplacementReport& r : reports_) {
+    m->replacement_bytes += r.bytes_loaded;
+    m->replacement_pause_seconds += r.pause_ms / 1e3;
+  }
+  m->cross_copies_before = reports_.empty() ? -1 : reports_.back().cross_before;
+  m->cross_copies_since = tokens_since_switch_ > 0 ? cross_since_switch_ : -1;
 }
 
 std::string OnlinePlacer::FormatReports() const {

@@ -29,6 +29,7 @@
 #include "model/weights.h"
 #include "placement/placement.h"
 #include "placement/router.h"
+#include "runtime/engine_worker.h"
 #include "runtime/ep_replica.h"
 #include "runtime/lockstep.h"
 #include "runtime/routing_sketch.h"
@@ -80,6 +81,8 @@ class OnlinePlacer : public StepParticipant {
   const std::vector<ReplacementReport>& reports() const { return reports_; }  // rank 0
   std::string FormatReports() const;  // a table of the reports and the sketch's cost
   double sketch_seconds() const { return sketch_.observe_seconds(); }
+  // Fills WorkerMetrics' re-placement fields on world rank 0 (on the stepping thread).
+  void AddMetrics(WorkerMetrics* metrics) const;
 
   // Asks for a re-placement at the next step (what SIGUSR2 does).
   static void Request();
@@ -91,6 +94,8 @@ class OnlinePlacer : public StepParticipant {
   Status StartLoading();
   Status Switch(int step);
   void JoinWorker();
+  // Updates the cross-machine copies per token since the last switch (a collective).
+  Status MeasureSinceSwitch();
   // This rank's cumulative (cross-machine rows, tokens sent) over the sketch's layers.
   void TrafficTotals(int64_t* remote, int64_t* tokens) const;
 

@@ -123,6 +123,31 @@ std::string ServeMetrics::Render(const RouterMetrics& r) const {
   family("epserve:spec_decode_num_accepted_tokens_total", "counter",
          "MTP draft tokens the main model kept; each adds a token to its decode step.",
          [](const G& g) { return double(g.load.spec_accepted_tokens); });
+  family("epserve:expert_replacements_total", "counter",
+         "Online re-placements of the experts (engine --replace-every; counted by the group "
+         "holding the world's rank 0).",
+         [](const G& g) { return double(g.load.replacements); });
+  family("epserve:expert_replacement_bytes_total", "counter",
+         "Bytes of expert weights loaded by online re-placements, all ranks.",
+         [](const G& g) { return double(g.load.replacement_bytes); });
+  family("epserve:expert_replacement_pause_seconds_total", "counter",
+         "Time re-placements held the world at step boundaries (the slowest rank, summed).",
+         [](const G& g) { return g.load.replacement_pause_seconds; });
+  // Measured only where the world re-places: groups without a measurement are left out.
+  auto measured = [&](const char* name, const char* help, auto value) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n";
+    for (size_t g = 0; g < r.groups.size(); ++g)
+      if (value(r.groups[g]) >= 0)
+        out += std::string(name) + "{" + model + ",group=\"" + std::to_string(g) + "\"} " +
+               num(value(r.groups[g])) + "\n";
+  };
+  measured("epserve:expert_cross_machine_copies_per_token",
+           "Token copies sent to other machines per token (all MoE layers), measured on live "
+           "traffic since the last re-placement (as of the last gather or switch).",
+           [](const G& g) { return g.load.cross_copies_since; });
+  measured("epserve:expert_cross_machine_copies_per_token_before",
+           "The same, measured over the window before the last re-placement.",
+           [](const G& g) { return g.load.cross_copies_before; });
   family("epserve:router_tree_tokens", "gauge",
          "Prompt tokens the router's prefix tree attributes to the group.",
          [](const G& g) { return double(g.tree_tokens); });
