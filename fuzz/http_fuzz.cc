@@ -1,12 +1,13 @@
 // Fuzzes the HTTP layer itself on the server's own path: each input is sent as raw bytes over a
-// loopback TCP connection to an in-process `HttpServer` (cpp-httplib's request line, header and
-// chunked-body parsing, then every route and handler: completions and chat whole and streamed,
-// tokenize, models, health, metrics), behind a GroupRouter whose one engine group answers every
-// request at once with a few tokens. The server answers one request per connection and waits
-// 50 ms for bytes a request still lacks (an input ends there; a half-close would make
-// cpp-httplib skip its answer), and the client reads until the server closes (bounded: 5 s).
-// Any crash, sanitizer report, or a connection the server leaves hanging past the bound is a
-// finding. EPSERVE_FUZZ_HTTP_ECHO=1 prints each answer's status line (to check a corpus).
+// loopback TCP connection to an in-process `HttpServer` (serve/http_connection.h: Beast's
+// request line, header and chunked-body parsing under our limits and timeouts, pipelined
+// requests, then every route and handler: completions and chat whole and streamed, tokenize,
+// models, health, metrics), behind a GroupRouter whose one engine group answers every request
+// at once with a few tokens. The client half-closes after its input; the server answers up to
+// four pipelined requests, waits 50 ms for bytes a request still lacks, and the client reads
+// until the server closes (bounded: 5 s). Any crash, sanitizer report, or a connection the
+// server leaves hanging past the bound is a finding. EPSERVE_FUZZ_HTTP_ECHO=1 prints each
+// answer's status line (to check a corpus).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -104,8 +105,10 @@ Server* Start() {
                                        .port = 0,
                                        .max_body_bytes = 1 << 16,
                                        .num_threads = 16,
+                                       .header_timeout_ms = 50,
                                        .read_timeout_ms = 50,
-                                       .keep_alive_max_requests = 1});
+                                       .keep_alive_timeout_ms = 50,
+                                       .keep_alive_max_requests = 4});
   auto port = s->http->Bind();
   if (!port.ok()) Die(port.status().message());
   s->port = *port;
@@ -133,6 +136,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (n <= 0) break;  // the server may close early (a bad request line): fine
     sent += static_cast<size_t>(n);
   }
+  shutdown(fd, SHUT_WR);  // the input ends here
   const auto start = std::chrono::steady_clock::now();
   static const bool echo = std::getenv("EPSERVE_FUZZ_HTTP_ECHO") != nullptr;
   std::string answer;

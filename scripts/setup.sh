@@ -11,7 +11,7 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libutf8proc-dev libmetis-dev
-  libcpp-httplib-dev libssl-dev
+  libcpp-httplib-dev libssl-dev libboost-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc prometheus-cpp-dev
   python3-torch python3-numpy python3-matplotlib python3-jinja2 python3-jsonschema
   nodejs

@@ -55,6 +55,7 @@ struct ServeFlags {
   int64_t max_body_bytes = 1 << 20;
   int max_concurrent = 256;
   int http_threads = 0;
+  double http_header_timeout = 10, http_read_timeout = 10, http_keep_alive = 5;
   EngineFlags engine;
   // Deployment.
   std::string engines;
@@ -381,7 +382,10 @@ Status RunServe(const ServeFlags& f) {
        .max_body_bytes = static_cast<size_t>(f.max_body_bytes),
        .num_threads = f.http_threads > 0 ? f.http_threads : std::max(1024, f.max_concurrent + 16),
        .ssl_certfile = f.ssl_certfile,
-       .ssl_keyfile = f.ssl_keyfile});
+       .ssl_keyfile = f.ssl_keyfile,
+       .header_timeout_ms = static_cast<int>(f.http_header_timeout * 1000),
+       .read_timeout_ms = static_cast<int>(f.http_read_timeout * 1000),
+       .keep_alive_timeout_ms = static_cast<int>(f.http_keep_alive * 1000)});
   ASSIGN_OR_RETURN(int port, server.Bind());
   std::atomic<bool> done{false};
   auto cancel_all = [&] {
@@ -447,6 +451,23 @@ void RegisterServeCommand(CLI::App& app, CommandContext& ctx) {
                   "max-concurrent-requests + 16 if more); up to as many again are answered 503 "
                   "at once (/health as usual), more wait")
       ->check(IntRange(0, 1 << 16))
+      ->group(http);
+  cmd->add_option("--http-header-timeout", f->http_header_timeout,
+                  "seconds a request's head (request line and headers) may take to arrive in "
+                  "all, however slowly it trickles in (408 and closed beyond)")
+      ->check(CLI::Range(0.01, 3600.0))
+      ->capture_default_str()
+      ->group(http);
+  cmd->add_option("--http-read-timeout", f->http_read_timeout,
+                  "seconds a request body may wait for its next bytes (408 beyond; a body "
+                  "takes at most 60 s in all)")
+      ->check(CLI::Range(0.01, 3600.0))
+      ->capture_default_str()
+      ->group(http);
+  cmd->add_option("--http-keep-alive", f->http_keep_alive,
+                  "seconds an idle keep-alive connection stays open")
+      ->check(CLI::Range(0.01, 3600.0))
+      ->capture_default_str()
       ->group(http);
   f->engine.AddTo(cmd);
   const char* dep = "Deployment";

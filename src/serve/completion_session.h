@@ -18,6 +18,7 @@
 #include <variant>
 #include <vector>
 
+#include "base/status.h"
 #include "runtime/engine_worker.h"
 #include "serve/chat_output.h"
 #include "serve/group_router.h"
@@ -46,6 +47,12 @@ struct ServeContext {
   // world, tools/world_supervisor.h): then a request finding no group up waits for one (up to
   // resume_timeout) instead of getting a 503. Unset: they may not.
   std::function<bool()> groups_may_return;
+  // Asks the engine world to re-place its experts now (POST /admin/replace-experts; serve --np
+  // with --replace-every, docs/expert-parallelism.md): Ok once the world has been asked (the
+  // switch follows over its next steps with traffic), or why it cannot be (the world is down or
+  // restarting). Empty where the deployment cannot re-place (one process, --engines, --np
+  // without --replace-every). Called from any HTTP thread.
+  std::function<Status()> replace_experts;
   std::atomic<uint64_t> next_seed{0x5eed};
   std::atomic<int> num_sessions{0};   // CompletionSessions alive (responses not yet sent)
   int max_sessions = 0;               // > 0: more at once get 429

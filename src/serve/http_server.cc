@@ -1,15 +1,23 @@
 #include "serve/http_server.h"
 
-#include <httplib.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
+#include <thread>
 
 #include "base/json.h"
 #include "serve/chat_prompt.h"
 #include "serve/client_socket.h"
-#include "serve/connection_queue.h"
 
 namespace epserve::serve {
 
@@ -17,15 +25,29 @@ namespace {
 
 using Json = nlohmann::json;
 
-void SendError(httplib::Response& res, const ApiError& e) {
-  res.status = e.http_status;
-  res.set_content(e.Body().dump(), "application/json");
+void SendError(HttpResponse* res, const ApiError& e) {
+  res->status = e.http_status;
+  res->content_type = "application/json";
+  res->body = e.Body().dump();
 }
 
-bool IsJson(const httplib::Request& req) {
-  std::string type = req.get_header_value("Content-Type");
+void SetJson(HttpResponse* res, const Json& j) {
+  res->content_type = "application/json";
+  res->body = j.dump();
+}
+
+bool IsJson(const HttpRequest& req) {
+  std::string type = req.Header("Content-Type");
   for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return type.rfind("application/json", 0) == 0;
+}
+
+std::string TlsError() {
+  const unsigned long e = ERR_get_error();
+  if (e == 0) return "unknown error";
+  char buf[256];
+  ERR_error_string_n(e, buf, sizeof(buf));
+  return buf;
 }
 
 }  // namespace
@@ -40,207 +62,233 @@ bool ConstantTimeEquals(const std::string& a, const std::string& b) {
 
 HttpServer::HttpServer(ServeContext& ctx, HttpServerOptions options)
     : ctx_(ctx), options_(std::move(options)) {
-  if (!options_.ssl_certfile.empty())
-    server_ = std::make_unique<httplib::SSLServer>(options_.ssl_certfile.c_str(),
-                                                   options_.ssl_keyfile.c_str());
-  else
-    server_ = std::make_unique<httplib::Server>();
-  // A thread per connection, bounded (serve/connection_queue.h): slow clients and long
-  // streams cannot starve the others.
-  const int connections = options_.num_threads;
-  server_->new_task_queue = [connections] { return new ConnectionQueue(connections); };
-  server_->set_payload_max_length(options_.max_body_bytes);
-  server_->set_keep_alive_timeout(2);
-  server_->set_read_timeout(options_.read_timeout_ms / 1000,
-                            (options_.read_timeout_ms % 1000) * 1000);
-  if (options_.keep_alive_max_requests > 0)
-    server_->set_keep_alive_max_count(static_cast<size_t>(options_.keep_alive_max_requests));
-  server_->set_write_timeout(10);
-  // cpp-httplib listens with a backlog of 5: a burst of new connections (a load test opening
-  // 200 at once) overflows it and connections fail. Keep the listening socket (this hook sees
-  // it before bind) and listen again with a real backlog once bound.
-  server_->set_socket_options([this](int sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    listen_fd_ = sock;
-  });
-  server_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    if (ctx_.metrics != nullptr && req.method == "POST" && req.path.rfind("/v1/", 0) == 0)
-      ctx_.metrics->CountRequest(res.status == 200 ? "ok" : std::to_string(res.status));
-  });
+  // A client that goes away mid-answer must not kill the process (TLS writes can raise it).
+  std::signal(SIGPIPE, SIG_IGN);
+  limits_.max_body_bytes = options_.max_body_bytes;
+  limits_.max_headers = options_.max_headers;
+  limits_.max_header_bytes = options_.max_header_bytes;
+  limits_.header_timeout_ms = options_.header_timeout_ms;
+  limits_.read_timeout_ms = options_.read_timeout_ms;
+  limits_.keep_alive_timeout_ms = options_.keep_alive_timeout_ms;
+  limits_.keep_alive_max_requests = std::max(1, options_.keep_alive_max_requests);
   Routes();
 }
 
-HttpServer::~HttpServer() = default;
+HttpServer::~HttpServer() {
+  Stop();
+  std::unique_lock<std::mutex> lock(mu_);
+  connection_ended_.wait(lock, [this] { return connections_ == 0; });
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+}
 
 StatusOr<int> HttpServer::Bind() {
-  if (!server_->is_valid())
-    return Status::InvalidArgument(options_.ssl_certfile + ", " + options_.ssl_keyfile +
-                                   ": cannot load the certificate and key (PEM files that match)");
+  if (options_.ssl_certfile.empty() != options_.ssl_keyfile.empty())
+    return Status::InvalidArgument("HTTPS needs both a certificate and its key");
+  if (!options_.ssl_certfile.empty()) {
+    tls_.reset(SSL_CTX_new(TLS_server_method()));
+    if (tls_ == nullptr) return Status::Internal("cannot create a TLS context: " + TlsError());
+    SSL_CTX_set_min_proto_version(tls_.get(), TLS1_2_VERSION);
+    if (SSL_CTX_use_certificate_chain_file(tls_.get(), options_.ssl_certfile.c_str()) != 1 ||
+        SSL_CTX_use_PrivateKey_file(tls_.get(), options_.ssl_keyfile.c_str(), SSL_FILETYPE_PEM) !=
+            1 ||
+        SSL_CTX_check_private_key(tls_.get()) != 1)
+      return Status::InvalidArgument(options_.ssl_certfile + ", " + options_.ssl_keyfile +
+                                     ": cannot load the certificate and key (PEM files that "
+                                     "match): " +
+                                     TlsError());
+  }
   if (options_.port < 0 || options_.port > 65535)
     return Status::InvalidArgument("--port must be in [0, 65535], got " +
                                    std::to_string(options_.port));
-  int port = options_.port;
-  if (port == 0) {
-    port = server_->bind_to_any_port(options_.host);
-    if (port < 0) return Status::Unavailable("cannot bind to " + options_.host);
-  } else if (!server_->bind_to_port(options_.host, options_.port)) {
-    return Status::Unavailable("cannot bind to " + options_.host + ":" +
-                               std::to_string(options_.port) + " (in use?)");
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(options_.port);
+  if (const int e = getaddrinfo(options_.host.c_str(), port.c_str(), &hints, &found); e != 0)
+    return Status::Unavailable("cannot bind to " + options_.host + ": " + gai_strerror(e));
+  std::string why = "no address";
+  for (addrinfo* a = found; a != nullptr && listen_fd_ < 0; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, options_.listen_backlog) == 0) {
+      listen_fd_ = fd;
+    } else {
+      why = std::strerror(errno);
+      ::close(fd);
+    }
   }
-  if (listen_fd_ >= 0 && ::listen(listen_fd_, options_.listen_backlog) != 0)
-    return Status::Unavailable("listen(" + std::to_string(options_.listen_backlog) +
-                               ") failed on " + options_.host);
-  return port;
+  freeaddrinfo(found);
+  if (listen_fd_ < 0)
+    return Status::Unavailable("cannot bind to " + options_.host + ":" + port + " (" + why + ")");
+  sockaddr_storage bound{};
+  socklen_t len = sizeof(bound);
+  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &len);
+  return static_cast<int>(ntohs(bound.ss_family == AF_INET6
+                                    ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                    : reinterpret_cast<sockaddr_in*>(&bound)->sin_port));
 }
 
 Status HttpServer::Serve() {
-  if (!server_->listen_after_bind())
-    return Status::Unavailable("the HTTP server stopped with an error");
-  return Status::Ok();
+  if (listen_fd_ < 0) return Status::Internal("Serve() before a successful Bind()");
+  const int bound = std::max(1, options_.num_threads);
+  Status result = Status::Ok();
+  while (!stopping_) {
+    {  // Beyond twice the bound, new connections wait in the kernel's backlog.
+      std::unique_lock<std::mutex> lock(mu_);
+      connection_ended_.wait_for(lock, std::chrono::milliseconds(100),
+                                 [&] { return connections_ < 2 * bound || stopping_; });
+      if (connections_ >= 2 * bound) continue;
+    }
+    pollfd p{.fd = listen_fd_, .events = POLLIN, .revents = 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE) {  // out of descriptors: let some close
+        std::fprintf(stderr, "epserve: accept: %s\n", std::strerror(errno));
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      continue;
+    }
+    int yes = 1;  // server-sent events are many small writes
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
+    bool overloaded;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      overloaded = connections_ >= bound;
+      ++connections_;
+    }
+    try {
+      std::thread([this, fd, overloaded] {
+        ServeConnection(fd, tls_.get(), overloaded, limits_, *this, stopping_);
+        std::lock_guard<std::mutex> lock(mu_);
+        --connections_;
+        connection_ended_.notify_all();
+      }).detach();
+    } catch (const std::system_error& e) {  // no thread to be had: refuse this one
+      ::close(fd);
+      std::lock_guard<std::mutex> lock(mu_);
+      --connections_;
+    }
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  connection_ended_.wait(lock, [this] { return connections_ == 0; });
+  return result;
 }
 
-void HttpServer::Stop() { server_->stop(); }
+void HttpServer::Stop() {
+  stopping_ = true;
+  connection_ended_.notify_all();
+}
+
+bool HttpServer::Screen(const HttpRequest& head, HttpResponse* res) {
+  // A connection beyond the bound is answered at once (and closed); /health still is.
+  if (head.overloaded && head.path != "/health") {
+    SendError(res,
+              {.http_status = 503,
+               .message = "too many open connections (at most " +
+                          std::to_string(options_.num_threads) + ", --http-threads); retry later",
+               .code = "too_many_connections",
+               .type = "server_error"});
+    res->close = true;
+    return true;
+  }
+  // Every route but the probes needs the key when one is set.
+  if (!options_.api_key.empty() && head.path != "/health" && head.path != "/metrics") {
+    const std::string auth = head.Header("Authorization");
+    const std::string prefix = "Bearer ";
+    if (auth.rfind(prefix, 0) != 0 ||
+        !ConstantTimeEquals(auth.substr(prefix.size()), options_.api_key)) {
+      SendError(res, {.http_status = 401,
+                      .message = "Incorrect or missing API key (Authorization: Bearer <key>)",
+                      .code = "invalid_api_key"});
+      return true;
+    }
+  }
+  const auto route = routes_.find(head.path);
+  if (route == routes_.end()) {
+    SendError(res, {.http_status = 404, .message = "no such route: " + head.path});
+    return true;
+  }
+  const std::string method = head.method == "HEAD" ? "GET" : head.method;
+  if (route->second.count(method) == 0) {
+    std::string allow;
+    for (const auto& [m, _] : route->second) allow += (allow.empty() ? "" : ", ") + m;
+    SendError(res,
+              {.http_status = 405,
+               .message = head.method + " is not allowed on " + head.path + " (" + allow + ")"});
+    res->headers.emplace_back("Allow", allow);
+    return true;
+  }
+  return false;
+}
+
+void HttpServer::Handle(const HttpRequest& req, HttpResponse* res) {
+  const std::string method = req.method == "HEAD" ? "GET" : req.method;
+  try {
+    routes_.at(req.path).at(method)(req, res);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "epserve: %s %s: %s\n", req.method.c_str(), req.path.c_str(), e.what());
+    *res = HttpResponse();
+    SendError(res, {.http_status = 500, .message = "internal error", .type = "server_error"});
+  }
+}
+
+void HttpServer::Refuse(const HttpRefusal& refusal, HttpResponse* res) {
+  SendError(res, {.http_status = refusal.status, .message = refusal.message, .code = refusal.code});
+}
+
+void HttpServer::Finished(const HttpRequest& req, int status) {
+  if (ctx_.metrics != nullptr && req.method == "POST" && req.path.rfind("/v1/", 0) == 0)
+    ctx_.metrics->CountRequest(status == 200 ? "ok" : std::to_string(status));
+}
 
 void HttpServer::Routes() {
-  const std::string key = options_.api_key;
-  const size_t max_headers = options_.max_headers, max_header_bytes = options_.max_header_bytes;
-  const int connections = options_.num_threads;
-  server_->set_pre_routing_handler([key, max_headers, max_header_bytes, connections](
-                                       const httplib::Request& req, httplib::Response& res) {
-    // A connection beyond the bound is answered at once (and closed); /health still is.
-    if (ConnectionQueue::Overloaded() && req.path != "/health") {
-      SendError(res, {.http_status = 503,
-                      .message = "too many open connections (at most " +
-                                 std::to_string(connections) + ", --http-threads); retry later",
-                      .code = "too_many_connections",
-                      .type = "server_error"});
-      res.set_header("Connection", "close");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    // Header count and total size are bounded (cpp-httplib 0.11 bounds only each line): 431.
-    size_t header_bytes = 0;
-    for (const auto& [k, v] : req.headers) header_bytes += k.size() + v.size() + 4;
-    if (req.headers.size() > max_headers || header_bytes > max_header_bytes) {
-      SendError(res,
-                {.http_status = 431,
-                 .message = "request headers too large (at most " + std::to_string(max_headers) +
-                            " headers, " + std::to_string(max_header_bytes) + " bytes)",
-                 .code = "request_header_fields_too_large"});
-      res.set_header("Connection", "close");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (key.empty() || req.path.rfind("/v1/", 0) != 0)
-      return httplib::Server::HandlerResponse::Unhandled;
-    const std::string auth = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
-    const bool ok =
-        auth.rfind(prefix, 0) == 0 && ConstantTimeEquals(auth.substr(prefix.size()), key);
-    if (ok) return httplib::Server::HandlerResponse::Unhandled;
-    SendError(res, {.http_status = 401,
-                    .message = "Incorrect or missing API key (Authorization: Bearer <key>)",
-                    .code = "invalid_api_key"});
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  // Answers the library's own errors (413, unknown routes, wrong methods) in OpenAI's shape.
-  server_->set_error_handler(
-      httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        ApiError e{.http_status = res.status, .message = "request failed"};
-        if (res.status == 413) {
-          e.message = "the request body is larger than --max-body-bytes";
-          e.code = "request_too_large";
-        } else if (res.status == 404) {
-          e.message = "no such route";
-        } else if (res.status == 405) {
-          e.message = "method not allowed";
-        }
-        SendError(res, e);
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-  server_->set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "internal error";
-        try {
-          if (ep) std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
-        SendError(res, {.http_status = 500, .message = what, .type = "server_error"});
-      });
-
-  server_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+  routes_["/health"]["GET"] = [this](const HttpRequest&, HttpResponse* res) {
     // 200 while some DP group can take requests ("degraded" when not all can); 503 otherwise.
     const int up = ctx_.router->num_up(), all = ctx_.router->num_groups();
     const bool ok = !ctx_.draining && up > 0;
-    std::string body;
     if (ctx_.draining)
-      body = "the server is shutting down\n";
+      res->body = "the server is shutting down\n";
     else if (up == 0)
-      body = "no engine group is up\n";
+      res->body = "no engine group is up\n";
     else if (up < all)
-      body = "degraded: " + std::to_string(all - up) + " of " + std::to_string(all) +
-             " engine groups down\n";
-    res.set_content(body, "text/plain");
-    res.status = ok ? 200 : 503;
-  });
-  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(ctx_.metrics->Render(ctx_.router->Metrics(/*refresh=*/true)),
-                    "text/plain; version=0.0.4");
-  });
-  server_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+      res->body = "degraded: " + std::to_string(all - up) + " of " + std::to_string(all) +
+                  " engine groups down\n";
+    res->status = ok ? 200 : 503;
+  };
+  routes_["/metrics"]["GET"] = [this](const HttpRequest&, HttpResponse* res) {
+    res->content_type = "text/plain; version=0.0.4";
+    res->body = ctx_.metrics->Render(ctx_.router->Metrics(/*refresh=*/true));
+  };
+  routes_["/v1/models"]["GET"] = [this](const HttpRequest&, HttpResponse* res) {
     Json model = {{"id", ctx_.model_name},
                   {"object", "model"},
                   {"created", static_cast<int64_t>(std::time(nullptr))},
                   {"owned_by", "epserve"},
                   {"max_model_len", ctx_.max_model_len}};
-    res.set_content(Json{{"object", "list"}, {"data", Json::array({model})}}.dump(),
-                    "application/json");
-  });
-  // Reads a JSON request body into *body, bounded in size and nesting whatever the transfer
-  // encoding; false when it answered the request with an error.
-  auto read_json = [this](const httplib::Request& req, httplib::Response& res,
-                          const httplib::ContentReader& content, nlohmann::ordered_json* body) {
+    SetJson(res, Json{{"object", "list"}, {"data", Json::array({model})}});
+  };
+  // Parses a JSON request body (bounded in size by the connection) into *body, bounded in
+  // nesting; false when it answered the request with an error.
+  auto read_json = [this](const HttpRequest& req, HttpResponse* res, nlohmann::ordered_json* body) {
     if (!IsJson(req)) {
       SendError(res, {.message = "Content-Type must be application/json",
                       .code = "invalid_content_type"});
       return false;
     }
-    // cpp-httplib enforces set_payload_max_length for a Content-Length body only, and read a
-    // chunked one whole (100 MB cost 430 MB of memory).
-    std::string body_text;
-    const size_t limit = options_.max_body_bytes;
-    bool too_large = req.get_header_value<uint64_t>("Content-Length") > limit;
-    const bool read = too_large || content([&](const char* data, size_t n) {
-                        if (body_text.size() + n > limit) {
-                          too_large = true;
-                          return false;
-                        }
-                        body_text.append(data, n);
-                        return true;
-                      });
-    if (!read && !too_large) {
-      SendError(res, {.message = "the request body could not be read", .code = "invalid_body"});
-      return false;
-    }
-    if (too_large) {
-      res.set_header("Connection", "close");
-      SendError(res, {.http_status = 413,
-                      .message = "the request body is larger than --max-body-bytes (" +
-                                 std::to_string(limit) + " bytes)",
-                      .code = "request_too_large"});
-      return false;
-    }
     // Checked before parsing: a body of 60,000 '[' is valid JSON to the parser, and the
     // recursive copy of it that followed overflowed the stack (the whole server, exit 139).
-    if (JsonNestingDepth(body_text, options_.max_json_depth) > options_.max_json_depth) {
+    if (JsonNestingDepth(req.body, options_.max_json_depth) > options_.max_json_depth) {
       SendError(res, {.message = "the request body nests arrays/objects deeper than " +
                                  std::to_string(options_.max_json_depth) + " levels",
                       .code = "json_too_deep"});
       return false;
     }
-    *body = nlohmann::ordered_json::parse(body_text, nullptr, false);
+    *body = nlohmann::ordered_json::parse(req.body, nullptr, false);
     if (body->is_discarded()) {
       SendError(res, {.message = "the request body is not valid JSON", .code = "invalid_json"});
       return false;
@@ -248,10 +296,9 @@ void HttpServer::Routes() {
     return true;
   };
   auto completion = [this, read_json](Endpoint endpoint) {
-    return [this, read_json, endpoint](const httplib::Request& req, httplib::Response& res,
-                                       const httplib::ContentReader& content) {
+    return [this, read_json, endpoint](const HttpRequest& req, HttpResponse* res) {
       nlohmann::ordered_json body;
-      if (!read_json(req, res, content, &body)) return;
+      if (!read_json(req, res, &body)) return;
       auto parsed = ParseCompletionRequest(body, endpoint);
       if (auto* e = std::get_if<ApiError>(&parsed)) return SendError(res, *e);
       CompletionParams params = std::move(std::get<CompletionParams>(parsed));
@@ -261,40 +308,26 @@ void HttpServer::Routes() {
       std::shared_ptr<CompletionSession> session =
           std::move(std::get<std::unique_ptr<CompletionSession>>(started));
       if (!stream) {
-        // A client that gives up cancels its request (cpp-httplib does not tell: its socket
-        // is looked up and watched, serve/client_socket.h).
-        int fd = req.ssl != nullptr
-                     ? SSL_get_fd(req.ssl)
-                     : FindClientSocket(req.local_port, req.remote_addr, req.remote_port);
-        auto result = session->Collect([fd] { return ClientClosed(fd); });
+        // A client that gives up cancels its request: its socket is watched while it runs.
+        auto result = session->Collect([fd = req.fd] { return ClientClosed(fd); });
         if (auto* e = std::get_if<ApiError>(&result)) return SendError(res, *e);
-        res.set_content(std::get<Json>(result).dump(), "application/json");
+        SetJson(res, std::get<Json>(result));
         return;
       }
-      res.set_header("Cache-Control", "no-cache");
-      res.set_chunked_content_provider(
-          "text/event-stream",
-          [session](size_t, httplib::DataSink& sink) {
-            std::string out;
-            const bool done = session->NextSse(&out, std::chrono::milliseconds(100));
-            // A failed write or a dead socket while waiting: the client is gone.
-            if (!out.empty() && !sink.write(out.data(), out.size())) return false;
-            if (out.empty() && !sink.is_writable()) return false;
-            if (done) sink.done();
-            return true;
-          },
-          [session](bool success) {
-            if (!success) session->Cancel();
-          });
+      res->content_type = "text/event-stream";
+      res->headers.emplace_back("Cache-Control", "no-cache");
+      res->next = [session](std::string* out) {
+        return session->NextSse(out, std::chrono::milliseconds(100));
+      };
+      res->abandoned = [session] { session->Cancel(); };
     };
   };
-  server_->Post("/v1/completions", completion(Endpoint::kCompletions));
-  server_->Post("/v1/chat/completions", completion(Endpoint::kChat));
+  routes_["/v1/completions"]["POST"] = completion(Endpoint::kCompletions);
+  routes_["/v1/chat/completions"]["POST"] = completion(Endpoint::kChat);
   // vLLM's /tokenize and /detokenize (also under /v1): the ids a prompt or a chat renders to.
-  auto tokenize = [this, read_json](const httplib::Request& req, httplib::Response& res,
-                                    const httplib::ContentReader& content) {
+  auto tokenize = [this, read_json](const HttpRequest& req, HttpResponse* res) {
     nlohmann::ordered_json body;
-    if (!read_json(req, res, content, &body)) return;
+    if (!read_json(req, res, &body)) return;
     auto parsed = ParseTokenizeRequest(body);
     if (auto* e = std::get_if<ApiError>(&parsed)) return SendError(res, *e);
     auto built = BuildPrompt(ctx_, std::get<CompletionParams>(parsed));
@@ -306,12 +339,11 @@ void HttpServer::Routes() {
       for (int32_t id : ids) strs.push_back(ctx_.tokenizer->IdToToken(id));
       out["token_strs"] = strs;
     }
-    res.set_content(out.dump(), "application/json");
+    SetJson(res, out);
   };
-  auto detokenize = [this, read_json](const httplib::Request& req, httplib::Response& res,
-                                      const httplib::ContentReader& content) {
+  auto detokenize = [this, read_json](const HttpRequest& req, HttpResponse* res) {
     nlohmann::ordered_json body;
-    if (!read_json(req, res, content, &body)) return;
+    if (!read_json(req, res, &body)) return;
     if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array())
       return SendError(res,
                        {.message = "'tokens' must be an array of token ids", .param = "tokens"});
@@ -331,10 +363,26 @@ void HttpServer::Routes() {
     }
     StatusOr<std::string> text = ctx_.tokenizer->Decode(ids);
     if (!text.ok()) return SendError(res, {.message = text.status().message(), .param = "tokens"});
-    res.set_content(Json{{"prompt", *text}}.dump(), "application/json");
+    SetJson(res, Json{{"prompt", *text}});
   };
-  for (const char* path : {"/v1/tokenize", "/tokenize"}) server_->Post(path, tokenize);
-  for (const char* path : {"/v1/detokenize", "/detokenize"}) server_->Post(path, detokenize);
+  // Re-places the engine world's experts now (serve --np with --replace-every; the switch
+  // follows over its next steps with traffic, docs/expert-parallelism.md).
+  routes_["/admin/replace-experts"]["POST"] = [this](const HttpRequest&, HttpResponse* res) {
+    if (!ctx_.replace_experts)
+      return SendError(res, {.http_status = 404,
+                             .message = "this deployment does not re-place experts (it needs "
+                                        "serve --np with --replace-every)",
+                             .code = "replacement_not_enabled"});
+    const Status st = ctx_.replace_experts();
+    if (!st.ok())
+      return SendError(res, {.http_status = 503,
+                             .message = st.message(),
+                             .code = "replacement_unavailable",
+                             .type = "server_error"});
+    SetJson(res, Json{{"status", "requested"}});
+  };
+  for (const char* path : {"/v1/tokenize", "/tokenize"}) routes_[path]["POST"] = tokenize;
+  for (const char* path : {"/v1/detokenize", "/detokenize"}) routes_[path]["POST"] = detokenize;
 }
 
 }  // namespace epserve::serve

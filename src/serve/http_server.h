@@ -1,20 +1,24 @@
-// The OpenAI-compatible HTTP front end (cpp-httplib): /v1/completions, /v1/chat/completions
-// (both also as server-sent events), /v1/models, /health, /metrics. docs/serving-api.md lists
-// the parameters, errors and metrics.
+// The OpenAI-compatible HTTP front end: /v1/completions, /v1/chat/completions (both also as
+// server-sent events), /v1/models, /tokenize, /detokenize, /health, /metrics, and
+// /admin/replace-experts. docs/serving-api.md lists the parameters, errors and metrics.
+// The server listens, gives each connection its own thread (bounded, below), and routes; one
+// connection's reading, limits and timeouts are serve/http_connection.h's.
 // Thread safety: Stop() may be called from any thread (e.g. a signal thread) while Serve()
 // runs; everything else from the owning thread. The ServeContext must outlive the server.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "base/status.h"
 #include "serve/completion_session.h"
-
-namespace httplib {
-class Server;
-}
+#include "serve/http_connection.h"
 
 namespace epserve::serve {
 
@@ -30,33 +34,54 @@ struct HttpServerOptions {
   // Request headers beyond these get 431 (nginx's default buffers allow 4 x 8 KB).
   size_t max_headers = 100;
   size_t max_header_bytes = 32 << 10;
-  // Connections open at once, each on its own thread (serve/connection_queue.h); beyond: 503.
+  // Connections open at once, each on its own thread. Slow clients (headers a byte at a time)
+  // and long streams hold theirs, so a fixed pool would let a few hundred of them starve
+  // everyone. Beyond this bound (up to as many again) a connection is answered at once with
+  // 503, except /health (so a flood cannot hide the server's state); beyond twice the bound
+  // new connections wait in the kernel's backlog until one ends.
   int num_threads = 1024;
   std::string ssl_certfile, ssl_keyfile;  // both set: HTTPS
   int listen_backlog = 1024;              // pending connections the kernel queues
-  // How long a read of a request may wait for its next bytes, and how many requests one
-  // connection may make (0: cpp-httplib's 5). The HTTP fuzz target shortens both.
+  // A request's head must arrive within header_timeout_ms; its body waits at most
+  // read_timeout_ms for more bytes; an idle keep-alive connection closes after
+  // keep_alive_timeout_ms; one connection serves at most keep_alive_max_requests requests.
+  // The HTTP fuzz target shortens them.
+  int header_timeout_ms = 10000;
   int read_timeout_ms = 10000;
-  int keep_alive_max_requests = 0;
+  int keep_alive_timeout_ms = 5000;
+  int keep_alive_max_requests = 1000;
 };
 
-class HttpServer {
+class HttpServer : private HttpHandler {
  public:
   HttpServer(ServeContext& ctx, HttpServerOptions options);
-  ~HttpServer();
-  // Binds the listening socket; returns the port (the chosen one for port 0).
+  ~HttpServer() override;
+  // Binds the listening socket (and loads the certificate for HTTPS); returns the port (the
+  // chosen one for port 0).
   StatusOr<int> Bind();
-  // Serves until Stop(). REQUIRES: Bind() succeeded.
+  // Serves until Stop(); returns once every connection has ended. REQUIRES: Bind() succeeded.
   Status Serve();
   void Stop();
 
  private:
+  using Route = std::function<void(const HttpRequest&, HttpResponse*)>;
   void Routes();
+  // HttpHandler
+  bool Screen(const HttpRequest& head, HttpResponse* res) override;
+  void Handle(const HttpRequest& req, HttpResponse* res) override;
+  void Refuse(const HttpRefusal& refusal, HttpResponse* res) override;
+  void Finished(const HttpRequest& req, int status) override;
 
   ServeContext& ctx_;
   HttpServerOptions options_;
-  std::unique_ptr<httplib::Server> server_;
-  int listen_fd_ = -1;  // the listening socket, seen by the socket-options hook
+  HttpLimits limits_;
+  std::map<std::string, std::map<std::string, Route>> routes_;  // path -> method -> route
+  int listen_fd_ = -1;
+  std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> tls_{nullptr, SSL_CTX_free};
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;
+  std::condition_variable connection_ended_;
+  int connections_ = 0;  // open, each on its own thread
 };
 
 // Whether `a` equals `b`, in time that depends only on their lengths.
