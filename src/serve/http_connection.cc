@@ -32,10 +32,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // The socket (non-blocking), plain or TLS, read and written under deadlines: a read waits at
-// most until the deadline and at most `idle` for its next bytes.
+// most until the deadline and at most `idle` for its next bytes, and gives up once `stopping`
+// is set (the server is shutting down; writes still finish).
 class Transport {
  public:
-  Transport(int fd, SSL* ssl) : fd_(fd), ssl_(ssl) {}
+  Transport(int fd, SSL* ssl, const std::atomic<bool>& stopping)
+      : fd_(fd), ssl_(ssl), stopping_(stopping) {}
   ~Transport() {
     if (ssl_ != nullptr) {
       SSL_shutdown(ssl_);  // best effort: sends close_notify if the socket takes it
@@ -114,6 +116,26 @@ class Transport {
     }
   }
 
+  // Before closing a connection whose client may still be sending (a refused body, a head cut
+  // short): ends our side, then reads and drops what comes for up to 2 s (or 16 MB), so the
+  // close does not reset the connection before the client has read the answer (a reset can
+  // discard it from the client's buffer). nginx's lingering close.
+  void Linger() {
+    if (ssl_ != nullptr) SSL_shutdown(ssl_);
+    ::shutdown(fd_, SHUT_WR);
+    const auto until = Clock::now() + std::chrono::seconds(2);
+    char sink[16384];
+    for (size_t dropped = 0; dropped < (16 << 20);) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+      pollfd p{.fd = fd_, .events = POLLIN, .revents = 0};
+      if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) return;
+      const ssize_t n = ::recv(fd_, sink, sizeof(sink), 0);
+      if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR))) return;
+      if (n > 0) dropped += static_cast<size_t>(n);
+    }
+  }
+
   // Waits until the client sends something (true), or `until` passes, the client closes or
   // `stopping` is set (false). Wakes every 100 ms to look at `stopping`.
   bool WaitReadable(Clock::time_point until, const std::atomic<bool>& stopping) {
@@ -151,8 +173,13 @@ class Transport {
         *ec = beast::error::timeout;
         return false;
       }
+      if ((events & POLLIN) != 0 && stopping_) {
+        *ec = net::error::operation_aborted;
+        return false;
+      }
       pollfd p{.fd = fd_, .events = events, .revents = 0};
-      const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
+      const int slice = (events & POLLIN) != 0 ? 100 : 1 << 30;  // reads look at stopping_
+      const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, slice)));
       if (r > 0) return true;  // readable, writable, or an error the next call reports
       if (r < 0 && errno != EINTR) {
         *ec = beast::error_code(errno, boost::system::system_category());
@@ -163,6 +190,7 @@ class Transport {
 
   int fd_;
   SSL* ssl_;
+  const std::atomic<bool>& stopping_;
   Clock::time_point deadline_ = Clock::time_point::max();
   std::chrono::milliseconds idle_{std::chrono::hours(24)};
 };
@@ -239,8 +267,9 @@ class Connection {
           return;
         start = Clock::now();
       }
-      if (!ServeOne(start, served + 1 == limits_.keep_alive_max_requests)) return;
+      if (!ServeOne(start, served + 1 == limits_.keep_alive_max_requests)) break;
     }
+    if (linger_) t_.Linger();
   }
 
  private:
@@ -282,6 +311,7 @@ class Connection {
     HttpResponse res;
     if (handler_.Screen(req, &res)) {
       // Answered from the head: a body still coming is not read, so the connection ends.
+      linger_ = body_pending;
       return Answer(req, res, keep && !body_pending);
     }
     if (body_pending) {
@@ -335,6 +365,7 @@ class Connection {
     HttpResponse res;
     res.status = refusal.status;
     handler_.Refuse(refusal, &res);
+    linger_ = true;
     Answer(req, res, /*keep=*/false);
     return false;
   }
@@ -422,6 +453,7 @@ class Connection {
   BeastStream stream_;
   beast::flat_buffer buffer_;  // bytes read and not yet parsed: the next pipelined request
   const bool overloaded_;
+  bool linger_ = false;  // the client may still be sending when the connection ends
   const HttpLimits& limits_;
   HttpHandler& handler_;
   const std::atomic<bool>& stopping_;
@@ -440,7 +472,7 @@ void ServeConnection(int fd, SSL_CTX* tls, bool overloaded, const HttpLimits& li
       return;
     }
   }
-  Transport t(fd, ssl);
+  Transport t(fd, ssl, stopping);
   Connection(t, overloaded, limits, handler, stopping).Run();
 }
 
