@@ -22,6 +22,7 @@
 #include "runtime/engine_worker.h"
 #include "runtime/ep_replica.h"
 #include "runtime/loaded_model.h"
+#include "runtime/online_placer.h"
 #include "tools/command.h"
 #include "tools/engine_flags.h"
 #include "tools/flag_checks.h"
@@ -168,6 +169,9 @@ Status RunEngine(const EngineCmdFlags& f) {
                                    "one process per GPU without mpirun");
   if (f.model.empty())
     return Status::InvalidArgument("--model is needed under mpirun (serve --np N passes it)");
+  // serve's POST /admin/replace-experts reaches every rank as SIGUSR2 (through mpirun): one that
+  // comes while this rank loads is kept for its first step, not fatal.
+  if (f.replace.every >= 0) OnlinePlacer::InstallSignalHandler();
   ASSIGN_OR_RETURN(auto mpi,
                    comm::MpiWorld::Init(nullptr, nullptr, {.timeout_seconds = f.timeout}));
   std::unique_ptr<EpReplica> rep;

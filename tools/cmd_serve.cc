@@ -369,6 +369,8 @@ Status RunServe(const ServeFlags& f) {
   ctx.max_sessions = f.max_concurrent;
   ctx.resume_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.resume_timeout * 1000));
   if (world) ctx.groups_may_return = [w = world.get()] { return w->healing(); };
+  if (world && f.replace.every >= 0)
+    ctx.replace_experts = [w = world.get()] { return w->RequestReplacement(); };
   serve::ServeMetrics metrics(ctx.model_name);
   ctx.metrics = &metrics;
   std::string api_key = f.api_key;

@@ -133,6 +133,19 @@ StatusOr<std::vector<std::string>> EngineWorld::WaitForGroups(int groups,
   }
 }
 
+Status EngineWorld::Signal(int sig) {
+  int status = 0;
+  if (Exited(&status))
+    return Status::Unavailable(
+        "the engine world exited (" +
+        (status >= 0 ? "status " + std::to_string(status) : "signal " + std::to_string(-status)) +
+        ")");
+  if (kill(pid_, sig) != 0)
+    return Status::IoError("signal " + std::to_string(sig) +
+                           " to the engine world's launcher: " + strerror(errno));
+  return Status::Ok();
+}
+
 void EngineWorld::Stop(std::chrono::milliseconds grace) {
   if (pid_ <= 0) return;
   if (!Exited()) {

@@ -4,7 +4,7 @@
 // Its output goes through a pipe: every line is echoed to the scheduler's stderr, and each
 // group leader's "listening on HOST:PORT" line (tools/cmd_engine.cc) gives that group's address,
 // which works across machines without a shared file system.
-// Thread safety: addresses()/WaitForGroups/Exited may be called from any thread.
+// Thread safety: addresses()/WaitForGroups/Exited/Signal may be called from any thread.
 #pragma once
 
 #include <sys/types.h>
@@ -33,6 +33,9 @@ class EngineWorld {
   StatusOr<std::vector<std::string>> WaitForGroups(int groups, std::chrono::seconds timeout);
   // Whether the world has exited; *status: its exit code or -signal.
   bool Exited(int* status = nullptr);
+  // Sends `sig` to the launcher; Open MPI's mpirun forwards SIGUSR1 and SIGUSR2 to every rank,
+  // on every machine. Errors: the world has exited.
+  Status Signal(int sig);
   // SIGTERM to the world, then SIGKILL to its process group after `grace`. Idempotent.
   void Stop(std::chrono::milliseconds grace = std::chrono::seconds(10));
   pid_t pid() const { return pid_; }

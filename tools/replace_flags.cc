@@ -8,8 +8,8 @@ void ReplaceFlags::AddTo(CLI::App* cmd, const std::string& group) {
   cmd->add_option("--replace-every", every,
                   "online re-placement (docs/expert-parallelism.md): every N steps, place the "
                   "experts anew with GRACE from the routing of recent tokens and move them "
-                  "between ranks without stopping; 0: only when a rank gets SIGUSR2; in one "
-                  "process there is nothing to move")
+                  "between ranks without stopping; 0: only when asked (SIGUSR2 to a rank; serve "
+                  "--np: POST /admin/replace-experts); in one process there is nothing to move")
       ->check(AtLeast(0))
       ->group(group);
   cmd->add_option("--replace-window", window,

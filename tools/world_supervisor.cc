@@ -1,5 +1,6 @@
 #include "tools/world_supervisor.h"
 
+#include <csignal>
 #include <cstdio>
 
 #include "base/guarded_thread.h"
@@ -20,6 +21,7 @@ StatusOr<std::unique_ptr<WorldSupervisor>> WorldSupervisor::Start(WorldSuperviso
   s->world_ = std::move(world);
   ASSIGN_OR_RETURN(s->first_addresses_,
                    s->world_->WaitForGroups(s->options_.num_groups, s->options_.startup_timeout));
+  s->world_ready_ = true;
   return s;
 }
 
@@ -49,6 +51,22 @@ void WorldSupervisor::Stop(std::chrono::milliseconds grace) {
   if (thread_.joinable()) thread_.join();
   std::lock_guard<std::mutex> lock(mu_);
   if (world_ && world_ != world) world_->Stop(grace);
+}
+
+Status WorldSupervisor::RequestReplacement() {
+  std::shared_ptr<EngineWorld> world;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return Status::Unavailable("the engine world is stopping");
+    // A world still starting may have ranks that cannot take the signal yet.
+    if (!world_ready_) return Status::Unavailable("the engine world is restarting");
+    world = world_;
+  }
+  if (router_ != nullptr && router_->num_up() < router_->num_groups())
+    return Status::Unavailable(std::to_string(router_->num_groups() - router_->num_up()) + " of " +
+                               std::to_string(router_->num_groups()) +
+                               " engine groups are down; try again once every group is up");
+  return world->Signal(SIGUSR2);
 }
 
 bool WorldSupervisor::SleepUnlessStopped(std::chrono::milliseconds d) {
@@ -125,6 +143,7 @@ void WorldSupervisor::Restart(const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     old = world_;
+    world_ready_ = false;
   }
   old->Stop(std::chrono::seconds(3));
   // Every group of the old world is gone: end their streams now (the sessions resume them).
@@ -157,6 +176,10 @@ void WorldSupervisor::Restart(const std::string& why) {
   }
   for (size_t g = 0; g < groups_.size() && g < addresses->size(); ++g)
     groups_[g]->SetAddress((*addresses)[g]);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    world_ready_ = true;
+  }
   down_since_.reset();  // failed_starts_ stays: only 10 s of health resets the backoff
   ++restarts_total_;
   if (on_restart_) on_restart_();

@@ -7,7 +7,8 @@
 // requests the failure interrupted, which wait in their sessions (CompletionSession's resume),
 // go on where they stopped. At most `max_restarts_per_minute` restarts in any minute; beyond
 // that it gives up (requests get 503, as without supervision) and says so.
-// Thread safety: Start/Supervise/Stop from one thread; the supervision runs on its own.
+// Thread safety: Start/Supervise/Stop from one thread; the supervision runs on its own;
+// RequestReplacement from any.
 #pragma once
 
 #include <atomic>
@@ -55,6 +56,12 @@ class WorldSupervisor {
   int restarts() const { return restarts_total_; }
   // Whether a world that fails is restarted (supervising, and not given up).
   bool healing() const { return healing_; }
+  // Asks the running world to re-place its experts (a world started with --replace-every):
+  // SIGUSR2 to mpirun, which forwards it to every rank; the ranks gather, place and switch over
+  // their next steps with traffic (runtime/online_placer.h). Errors (Unavailable): the world
+  // is stopping, has exited, is restarting (its groups have not all listened) or has a group
+  // down. Any thread, after Supervise.
+  Status RequestReplacement();
 
  private:
   explicit WorldSupervisor(WorldSupervisorOptions options) : options_(std::move(options)) {}
@@ -73,6 +80,7 @@ class WorldSupervisor {
   std::condition_variable cv_;
   std::shared_ptr<EngineWorld> world_;  // guarded by mu_ (swapped by restarts)
   bool stop_ = false;                   // guarded by mu_
+  bool world_ready_ = false;            // guarded by mu_: world_'s groups have all listened
   std::thread thread_;
   // Supervision thread only.
   std::deque<std::chrono::steady_clock::time_point> recent_;  // restarts in the last minute

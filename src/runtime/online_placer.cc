@@ -81,6 +81,8 @@ std::string PlaceFromSketches(const std::vector<std::string>& sketches,
 
 void OnlinePlacer::Request() { g_requested.store(true); }
 
+void OnlinePlacer::InstallSignalHandler() { std::signal(SIGUSR2, OnSignal); }
+
 StatusOr<std::unique_ptr<OnlinePlacer>> OnlinePlacer::Create(EpReplica& rep,
                                                              const OnlinePlacerOptions& o) {
   if (o.replace_every < 0) return Status::InvalidArgument("--replace-every must be >= 0");
@@ -92,7 +94,7 @@ StatusOr<std::unique_ptr<OnlinePlacer>> OnlinePlacer::Create(EpReplica& rep,
   std::vector<int> layers;
   for (int l = 0; l < rep.config.num_hidden_layers; ++l)
     if (rep.config.IsMoeLayer(l)) layers.push_back(l);
-  std::signal(SIGUSR2, OnSignal);
+  InstallSignalHandler();
   return std::unique_ptr<OnlinePlacer>(new OnlinePlacer(rep, o, std::move(layers)));
 }
 
@@ -115,8 +117,10 @@ void OnlinePlacer::Observe(const RouteEvent& event) {
 void OnlinePlacer::Vote(StepVote* vote) {
   switch (phase_) {
     case Phase::kIdle:
+      // The request stays set until a gather runs: a vote on an idle poll (no AfterVote)
+      // must not use it up.
       if ((options_.replace_every > 0 && steps_since_ >= options_.replace_every) ||
-          g_requested.exchange(false))
+          g_requested.load())
         vote->placer_gather = 1;
       break;
     case Phase::kPlacing:
@@ -138,6 +142,7 @@ Status OnlinePlacer::AfterVote(const StepVote& vote) {
   const double t0 = NowSeconds();
   Status st = Status::Ok();
   if (phase_ == Phase::kIdle && vote.placer_gather) {
+    g_requested.store(false);  // this gather answers every request so far, on every rank
     steps_since_ = 0;
     pause_seconds_ = 0;
     st = Gather();

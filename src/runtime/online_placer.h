@@ -84,8 +84,11 @@ class OnlinePlacer : public StepParticipant {
   // Fills WorkerMetrics' re-placement fields on world rank 0 (on the stepping thread).
   void AddMetrics(WorkerMetrics* metrics) const;
 
-  // Asks for a re-placement at the next step (what SIGUSR2 does).
+  // Asks for a re-placement at the next step with work (what SIGUSR2 does); kept until then.
   static void Request();
+  // Makes SIGUSR2 call Request (Create does too). A rank that may be signalled while it loads
+  // (engine under serve --np) calls it first: until then SIGUSR2 would end the process.
+  static void InstallSignalHandler();
 
  private:
   enum class Phase { kIdle, kPlacing, kLoading };
