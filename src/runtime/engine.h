@@ -218,7 +218,6 @@ class Engine {
   EngineOptions options_;
   KvBlockPool pool_;
   RequestId next_id_ = 1;
-  uint64_t admit_counter_ = 0;
   std::unordered_map<RequestId, std::unique_ptr<Sequence>> sequences_;
   std::deque<RequestId> waiting_;   // FIFO; preempted requests go back to the front
   std::vector<RequestId> running_;  // in admission order
