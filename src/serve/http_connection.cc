@@ -11,6 +11,7 @@
 #include <boost/beast/http.hpp>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <optional>
 
 #include "serve/client_socket.h"
@@ -473,7 +474,13 @@ void ServeConnection(int fd, SSL_CTX* tls, bool overloaded, const HttpLimits& li
     }
   }
   Transport t(fd, ssl, stopping);
-  Connection(t, overloaded, limits, handler, stopping).Run();
+  // Nothing a connection does may end the process: an exception (a handler's, Beast's) closes
+  // this connection only.
+  try {
+    Connection(t, overloaded, limits, handler, stopping).Run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "epserve: HTTP connection closed on an error: %s\n", e.what());
+  }
 }
 
 }  // namespace epserve::serve

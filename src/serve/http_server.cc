@@ -28,7 +28,9 @@ using Json = nlohmann::json;
 void SendError(HttpResponse* res, const ApiError& e) {
   res->status = e.http_status;
   res->content_type = "application/json";
-  res->body = e.Body().dump();
+  // Messages may quote the request's path or method, which can be any bytes: invalid UTF-8 is
+  // replaced (a plain dump() throws on it; the fuzzer found that crash).
+  res->body = e.Body().dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 void SetJson(HttpResponse* res, const Json& j) {

@@ -225,6 +225,14 @@ st, h, body = Reader(s).answer()
 check(st == 405 and h.get("allow") == "POST", f"GET /v1/completions: {st}, Allow {h.get('allow')}")
 s.close()
 
+# A path that is not UTF-8 (found by the fuzzer: quoting it in the 404's JSON threw and ended
+# the process): 404, the server still up.
+s = connect()
+s.sendall(b"POST /toke\xffnize HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+st = Reader(s).answer()[0]
+check(st == 404, f"a path with a byte 0xFF: {st}")
+s.close()
+
 # Garbage for a request line: 400, closed.
 s = connect()
 s.sendall(b"\x00\x01 nonsense\r\n\r\n")
