@@ -1,5 +1,6 @@
 #include "runtime/ep_experts.h"
 
+#include <algorithm>
 #include <cstring>
 #include <span>
 
@@ -129,16 +130,24 @@ StatusOr<int64_t> EpExperts::AgreeMax(int64_t value) {
   return value;
 }
 
+placement::ModelShape ModelShapeOf(const ModelConfig& c) {
+  placement::ModelShape s;
+  s.name = c.model_type;
+  s.num_experts = c.n_routed_experts;
+  s.top_k = c.num_experts_per_tok;
+  s.hidden_size = c.hidden_size;
+  s.moe_intermediate_size = c.moe_intermediate_size;
+  s.num_hidden_layers = c.num_hidden_layers;
+  s.num_expert_groups = std::max(1, c.n_group);
+  return s;
+}
+
 placement::Placement ContiguousPlacement(const ModelConfig& c, int num_ranks, int ranks_per_node) {
   placement::Placement p;
   p.strategy = "contiguous";
   p.routing = placement::RoutingPolicy::kTopology;
   p.topology = {.num_nodes = num_ranks / ranks_per_node, .ranks_per_node = ranks_per_node};
-  p.model.num_experts = c.n_routed_experts;
-  p.model.top_k = c.num_experts_per_tok;
-  p.model.hidden_size = c.hidden_size;
-  p.model.moe_intermediate_size = c.moe_intermediate_size;
-  p.model.num_hidden_layers = c.num_hidden_layers;
+  p.model = ModelShapeOf(c);
   for (int l = 0; l < c.num_hidden_layers; ++l)
     if (c.IsMoeLayer(l))
       p.layers.push_back(placement::PlaceContiguousLayer(l, c.n_routed_experts, num_ranks));

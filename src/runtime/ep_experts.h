@@ -80,6 +80,10 @@ class EpExperts : public ExpertBackend {
   EpTimes times_;
 };
 
+// The placement-side shape of `config`'s routed experts (named after its model_type; expert
+// groups at least 1).
+placement::ModelShape ModelShapeOf(const ModelConfig& config);
+
 // Default placement: contiguous equal slices of every MoE layer's experts (the first
 // n % ranks ranks get one more), topology-aware routing among copies.
 placement::Placement ContiguousPlacement(const ModelConfig& config, int num_ranks,

@@ -9,6 +9,7 @@
 #include "placement/budget.h"
 #include "placement/place.h"
 #include "placement/placement_io.h"
+#include "runtime/ep_experts.h"
 
 namespace epserve {
 
@@ -18,25 +19,15 @@ std::atomic<bool> g_requested{false};
 
 void OnSignal(int) { g_requested.store(true); }
 
-placement::ModelShape ShapeOf(const ModelConfig& c) {
-  placement::ModelShape s;
-  s.name = "live";
-  s.num_experts = c.n_routed_experts;
-  s.top_k = c.num_experts_per_tok;
-  s.hidden_size = c.hidden_size;
-  s.moe_intermediate_size = c.moe_intermediate_size;
-  s.num_hidden_layers = c.num_hidden_layers;
-  s.num_expert_groups = std::max(1, c.n_group);
-  return s;
-}
-
 // Places the gathered sketches; returns the placement as JSON, or "" (with `why`) to keep the
 // current one.
 std::string PlaceFromSketches(const std::vector<std::string>& sketches,
                               const placement::Placement& current, const ModelConfig& config,
                               const std::vector<int>& layers, int64_t min_tokens,
                               int redundant_slots, int64_t* tokens, std::string* why) {
-  placement::Trace trace(ShapeOf(config), layers, placement::GateWeights::kAbsent);
+  placement::ModelShape shape = ModelShapeOf(config);
+  shape.name = "live";
+  placement::Trace trace(std::move(shape), layers, placement::GateWeights::kAbsent);
   for (size_t r = 0; r < sketches.size(); ++r) {
     if (sketches[r].empty()) continue;
     // Sequence ids of different groups must differ; a group's own are already distinct.

@@ -2,28 +2,26 @@
 
 #include <algorithm>
 
+#include "runtime/ep_experts.h"
+
 namespace epserve {
 
-StatusOr<std::unique_ptr<TraceRecorder>> TraceRecorder::Open(const std::string& path, const ModelConfig& c) {
+StatusOr<std::unique_ptr<TraceRecorder>> TraceRecorder::Open(const std::string& path,
+                                                             const ModelConfig& c) {
   std::vector<int> layers;
   for (int l = 0; l < c.num_hidden_layers; ++l)
     if (c.IsMoeLayer(l)) layers.push_back(l);
-  placement::ModelShape shape;
-  shape.name = c.model_type;
-  shape.num_experts = c.n_routed_experts;
-  shape.top_k = c.num_experts_per_tok;
-  shape.hidden_size = c.hidden_size;
-  shape.moe_intermediate_size = c.moe_intermediate_size;
-  shape.num_hidden_layers = c.num_hidden_layers;
-  shape.num_expert_groups = c.n_group;
-  ASSIGN_OR_RETURN(auto writer, placement::TraceWriter::Open(path, shape, layers, placement::GateWeights::kRecorded));
-  return std::unique_ptr<TraceRecorder>(new TraceRecorder(std::move(writer), layers, c.num_experts_per_tok));
+  ASSIGN_OR_RETURN(auto writer, placement::TraceWriter::Open(path, ModelShapeOf(c), layers,
+                                                             placement::GateWeights::kRecorded));
+  return std::unique_ptr<TraceRecorder>(
+      new TraceRecorder(std::move(writer), layers, c.num_experts_per_tok));
 }
 
 void TraceRecorder::Observe(const RouteEvent& ev) {
   if (!status_.ok()) return;
   const int L = static_cast<int>(layers_.size());
-  const int li = static_cast<int>(std::find(layers_.begin(), layers_.end(), ev.layer) - layers_.begin());
+  const int li =
+      static_cast<int>(std::find(layers_.begin(), layers_.end(), ev.layer) - layers_.begin());
   if (li == L) return;
   if (li == 0) {
     experts_.assign(ev.num_tokens * L * top_k_, 0);
@@ -36,8 +34,8 @@ void TraceRecorder::Observe(const RouteEvent& ev) {
     }
   if (li != L - 1) return;
   for (int64_t t = 0; t < ev.num_tokens && status_.ok(); ++t)
-    status_ = writer_.Append(ev.sequence_ids[t], static_cast<uint32_t>(ev.positions[t]), &experts_[t * L * top_k_],
-                             &weights_[t * L * top_k_]);
+    status_ = writer_.Append(ev.sequence_ids[t], static_cast<uint32_t>(ev.positions[t]),
+                             &experts_[t * L * top_k_], &weights_[t * L * top_k_]);
 }
 
 Status TraceRecorder::Close() {
