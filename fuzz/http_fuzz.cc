@@ -5,17 +5,19 @@
 // models, health, metrics), behind a GroupRouter whose one engine group answers every request
 // at once with a few tokens. The client half-closes after its input; the server answers up to
 // four pipelined requests, waits 50 ms for bytes a request still lacks, and the client reads
-// until the server closes (bounded: 5 s). Any crash, sanitizer report, or a connection the
-// server leaves hanging past the bound is a finding. EPSERVE_FUZZ_HTTP_ECHO=1 prints each
-// answer's status line (to check a corpus).
+// until the server closes, then until the connection's thread has ended (bounded: 5 s). Any
+// crash, sanitizer report, or a connection the server leaves hanging past the bound is a finding.
+// EPSERVE_FUZZ_HTTP_ECHO=1 prints each answer's status line (to check a corpus).
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <thread>
 
@@ -129,10 +131,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   timeval tv{.tv_sec = 5, .tv_usec = 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) Die("connect");
+  // libFuzzer's timeout check is a SIGALRM every second: any call here may be interrupted.
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    pollfd p{.fd = fd, .events = POLLOUT, .revents = 0};
+    int err = errno;
+    socklen_t len = sizeof(err);
+    if (err == EINTR) {  // the connection goes on: wait for it
+      while (poll(&p, 1, 5000) < 0 && errno == EINTR) {
+      }
+      getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    }
+    if (err != 0) Die(std::string("connect: ") + std::strerror(err));
+  }
   size_t sent = 0;
   while (sent < size) {
     const ssize_t n = send(fd, data + sent, size - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // the server may close early (a bad request line): fine
     sent += static_cast<size_t>(n);
   }
@@ -140,21 +154,38 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto start = std::chrono::steady_clock::now();
   static const bool echo = std::getenv("EPSERVE_FUZZ_HTTP_ECHO") != nullptr;
   std::string answer;
+  size_t received = 0;
   char buf[4096];
   for (;;) {
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(5))
+      Die("the answer did not end within 5 s");
     const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n > 0) received += static_cast<size_t>(n);
     if (n > 0 && echo && answer.size() < 200) answer.append(buf, static_cast<size_t>(n));
     if (n == 0) {  // the server closed: done
       if (echo) std::fprintf(stderr, "  -> %s\n", answer.substr(0, answer.find('\r')).c_str());
       break;
     }
     if (n < 0) {
+      if (errno == EINTR) continue;
       if (errno == ECONNRESET) break;
-      Die("no end of the answer within 5 s (a hung connection)");
+      const int err = errno;
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - start)
+                          .count();
+      Die("reading the answer failed after " + std::to_string(ms) + " ms (" + std::strerror(err) +
+          "; past 5 s: a hung connection), " + std::to_string(received) + " bytes of the answer, " +
+          std::to_string(sent) + " of " + std::to_string(size) + " sent");
     }
-    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(5))
-      Die("the answer did not end within 5 s");
   }
   close(fd);
+  // The unit ends when the server's side of it has: its connection's thread has freed what it
+  // held (else libFuzzer's leak check, run between units, can catch it mid-way), and a thread
+  // that outlives its closed connection is a finding too.
+  while (server->http->OpenConnections() > 0) {
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(5))
+      Die("a connection's thread still runs 5 s after its client closed");
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
   return 0;
 }

@@ -181,6 +181,11 @@ Status HttpServer::Serve() {
   return result;
 }
 
+int HttpServer::OpenConnections() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return connections_;
+}
+
 void HttpServer::Stop() {
   stopping_ = true;
   connection_ended_.notify_all();

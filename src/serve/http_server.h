@@ -62,6 +62,9 @@ class HttpServer : private HttpHandler {
   // Serves until Stop(); returns once every connection has ended. REQUIRES: Bind() succeeded.
   Status Serve();
   void Stop();
+  // Connections open now, each on its own thread (a connection counts until its thread has
+  // released everything it held).
+  int OpenConnections();
 
  private:
   using Route = std::function<void(const HttpRequest&, HttpResponse*)>;
