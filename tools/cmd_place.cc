@@ -235,9 +235,7 @@ void RunPlace(const PlaceFlags& flags, CommandContext& ctx) {
   const int weight_bytes = CostModel{}.weight_bytes;
   StatusOr<int> budget = ResolveBudget(budget_flags, *trace, weight_bytes);
   if (!budget.ok()) return ReportError(ctx, budget.status().message());
-  options.redundant = *budget;
-  options.grace.max_extra_copies = *budget;
-  if (*budget == 0) options.grace.replication = false;
+  options.SetCopyBudget(*budget);
   const std::string budget_text = DescribeBudget(*budget, *trace, weight_bytes);
   StatusOr<TraceSplit> split = SplitOrWhole(std::move(*trace), flags.common.train_fraction);
   if (!split.ok()) return ReportError(ctx, split.status().message());

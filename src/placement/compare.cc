@@ -93,12 +93,7 @@ StatusOr<std::vector<CompareRow>> Compare(const Trace& profile, const Trace& hol
     }
     spec.place.eplb = options.eplb;
     if (parsed.eplb.mode != EplbMode::kAuto) spec.place.eplb.mode = parsed.eplb.mode;
-    if (options.redundant >= 0) {
-      spec.place.redundant = options.redundant;
-      spec.place.grace.max_extra_copies = options.redundant;
-      // A budget of no slots: no copies (max_extra_copies 0 would mean grace's default).
-      if (options.redundant == 0) spec.place.grace.replication = false;
-    }
+    if (options.redundant >= 0) spec.place.SetCopyBudget(options.redundant);
     specs.push_back(std::move(spec));
   }
   // Grace variants with replication go first so that eplb can match their copies.

@@ -30,6 +30,12 @@ StatusOr<Strategy> ParseStrategy(std::string_view name) {
                                  "\" (expected contiguous, eplb or grace)");
 }
 
+void PlaceOptions::SetCopyBudget(int slots) {
+  redundant = slots;
+  grace.max_extra_copies = slots;
+  if (slots == 0) grace.replication = false;
+}
+
 Status PlaceOptions::Validate(const Trace& trace) const {
   RETURN_IF_ERROR(topology.Validate());
   if (trace.shape().num_experts < topology.num_ranks()) {

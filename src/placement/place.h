@@ -59,6 +59,9 @@ struct PlaceOptions {
   // time over (the first in trace order, the others shuffled; EvaluateOptions::deal_seed).
   int selection_deals = 4;
 
+  // One copy budget for every strategy: `slots` extra copies per layer for EPLB and as GRACE's
+  // bound; none (0) turns GRACE's replication off (its max_extra_copies 0 means "its default").
+  void SetCopyBudget(int slots);
   Status Validate(const Trace& trace) const;
 };
 

@@ -49,9 +49,7 @@ std::string PlaceFromSketches(const std::vector<std::string>& sketches,
   const int slots = redundant_slots >= 0
                         ? redundant_slots
                         : placement::DefaultRedundantSlots(config.n_routed_experts);
-  po.redundant = slots;
-  po.grace.max_extra_copies = slots;
-  if (slots == 0) po.grace.replication = false;
+  po.SetCopyBudget(slots);
   po.num_threads = 1;  // beside the serving threads
   StatusOr<placement::PlaceResult> placed = placement::Place(trace, po);
   if (!placed.ok()) {
