@@ -24,7 +24,8 @@ GroupRouter::GroupRouter(std::vector<std::unique_ptr<EngineGroup>> groups,
       in_flight_(groups_.size(), 0),
       finished_(groups_.size()),
       loads_(groups_.size()),
-      last_error_(groups_.size()) {
+      last_error_(groups_.size()),
+      downs_(groups_.size(), 0) {
   health_ = GuardedThread("the group health checker", [this] { HealthLoop(); });
 }
 
@@ -40,6 +41,11 @@ GroupRouter::~GroupRouter() {
 void GroupRouter::HealthLoop() {
   for (;;) {
     for (size_t g = 0; g < groups_.size(); ++g) {
+      int64_t downs_before;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        downs_before = downs_[g];
+      }
       StatusOr<WorkerMetrics> load = groups_[g]->Load(options_.health_timeout);
       if (load.ok() && options_.stall_timeout.count() > 0 &&
           load->stalled_ms > options_.stall_timeout.count()) {
@@ -54,7 +60,7 @@ void GroupRouter::HealthLoop() {
       if (!load.ok()) last_error_[g] = load.status().message();
       if (load.ok()) {
         loads_[g] = *load;
-        if (!up_[g]) {
+        if (!up_[g] && downs_[g] == downs_before) {
           up_[g] = true;
           std::fprintf(stderr, "epserve: %s is up\n", groups_[g]->name().c_str());
         }
@@ -74,6 +80,7 @@ void GroupRouter::MarkDown(int g, const std::string& why) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!up_[g]) return;
     up_[g] = false;
+    ++downs_[g];
   }
   std::fprintf(stderr, "epserve: %s is down: %s\n", groups_[g]->name().c_str(), why.c_str());
   policy_->ForgetGroup(g);  // whatever it comes back with, its cache is not to be counted on

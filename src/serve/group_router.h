@@ -108,7 +108,11 @@ class GroupRouter {
   std::vector<int64_t> in_flight_;                        // guarded by mu_
   std::vector<std::map<std::string, int64_t>> finished_;  // guarded by mu_
   std::vector<WorkerMetrics> loads_;                      // guarded by mu_
-  std::vector<std::string> last_error_;       // guarded by mu_: why a group's last check failed
+  std::vector<std::string> last_error_;  // guarded by mu_: why a group's last check failed
+  // guarded by mu_: times each group was marked down. A health check's success counts only if
+  // no failure came between its start and its answer (else a check begun before a group died
+  // would mark it up again).
+  std::vector<int64_t> downs_;
   std::map<std::string, int64_t> decisions_;  // guarded by mu_
   int64_t retries_ = 0;                       // guarded by mu_
   bool stop_ = false;                         // guarded by mu_

@@ -22,6 +22,14 @@ class FakeGroup : public EngineGroup {
   }
   void Cancel(RequestId, FinishReason) override { ++cancels; }
   StatusOr<WorkerMetrics> Load(std::chrono::milliseconds) override {
+    ++loads;
+    if (hold_load) {  // answers as things stood when asked, once released (a slow round trip)
+      const bool was_healthy = healthy;
+      load_held = true;
+      while (hold_load) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      load_held = false;
+      if (was_healthy) return WorkerMetrics{};
+    }
     if (!healthy) return Status::Unavailable(name_ + " does not answer");
     WorkerMetrics m;
     m.num_running = 7;
@@ -31,6 +39,8 @@ class FakeGroup : public EngineGroup {
   void Abort(const std::string&) override { ++aborts; }
 
   std::atomic<bool> healthy{true}, accepting{true};
+  std::atomic<bool> hold_load{false}, load_held{false};
+  std::atomic<int> loads{0};
   std::atomic<int64_t> stalled_ms{0};  // what Load reports
   std::atomic<int> submits{0}, cancels{0}, aborts{0};
   std::atomic<RequestId> next_id{1};
@@ -105,6 +115,38 @@ TEST(GroupRouter, RetriesARefusedSubmissionOnAnotherGroupAndMarksTheFirstDown) {
   // Healthy again at the next health check.
   f.fakes[0]->accepting = true;
   EXPECT_TRUE(f.WaitFor(3));
+}
+
+// A health check that began before a group failed answers "up" after the failure: that stale
+// answer must not mark the group up again (requests would be routed to a dead group until the
+// next check).
+TEST(GroupRouter, AHealthCheckBegunBeforeAFailureDoesNotMarkTheGroupUp) {
+  Fixture f(2);
+  FakeGroup& g0 = *f.fakes[0];
+  g0.hold_load = true;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!g0.load_held && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(g0.load_held) << "no health check of group 0 began";
+  // Group 0 dies while its check is in flight: a refused submission marks it down.
+  g0.accepting = false;
+  g0.healthy = false;
+  auto r = f.router->Submit(Prompt(1), std::make_shared<RequestStream>());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->group, 1);
+  EXPECT_EQ(g0.aborts, 1);
+  // The check answers "up" now; two more checks (failing) follow.
+  const int loads = g0.loads;
+  g0.hold_load = false;
+  while (g0.loads < loads + 2 && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_GE(g0.loads, loads + 2);
+  EXPECT_EQ(f.router->num_up(), 1);
+  EXPECT_EQ(g0.aborts, 1) << "group 0 was marked up by the stale answer, then down again";
+  // A check begun after the failure counts: group 0 comes back.
+  g0.healthy = true;
+  g0.accepting = true;
+  EXPECT_TRUE(f.WaitFor(2));
 }
 
 // A group whose leader answers but whose steps stopped (a stopped rank elsewhere in its world)
