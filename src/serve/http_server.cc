@@ -137,6 +137,7 @@ StatusOr<int> HttpServer::Bind() {
 Status HttpServer::Serve() {
   if (listen_fd_ < 0) return Status::Internal("Serve() before a successful Bind()");
   const int bound = std::max(1, options_.num_threads);
+  if (ctx_.metrics != nullptr) ctx_.metrics->SetHttpConnections(0, bound);
   Status result = Status::Ok();
   while (!stopping_) {
     {  // Beyond twice the bound, new connections wait in the kernel's backlog.
@@ -162,12 +163,14 @@ Status HttpServer::Serve() {
       std::lock_guard<std::mutex> lock(mu_);
       overloaded = connections_ >= bound;
       ++connections_;
+      if (ctx_.metrics != nullptr) ctx_.metrics->SetHttpConnections(connections_, bound);
     }
     try {
-      std::thread([this, fd, overloaded] {
+      std::thread([this, fd, overloaded, bound] {
         ServeConnection(fd, tls_.get(), overloaded, limits_, *this, stopping_);
         std::lock_guard<std::mutex> lock(mu_);
         --connections_;
+        if (ctx_.metrics != nullptr) ctx_.metrics->SetHttpConnections(connections_, bound);
         connection_ended_.notify_all();
       }).detach();
     } catch (const std::system_error& e) {  // no thread to be had: refuse this one

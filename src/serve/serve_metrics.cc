@@ -1,6 +1,7 @@
 #include "serve/serve_metrics.h"
 
 #include <prometheus/counter.h>
+#include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
@@ -55,6 +56,19 @@ ServeMetrics::ServeMetrics(std::string model_name)
                    .Help("Times serve --np restarted its engine world (a rank died or stalled).")
                    .Register(*registry_)
                    .Add(labels);
+  connections_ = &prometheus::BuildGauge()
+                      .Name("epserve:http_connections")
+                      .Help("HTTP connections open now, each on its own thread.")
+                      .Register(*registry_)
+                      .Add(labels);
+  connection_bound_ =
+      &prometheus::BuildGauge()
+           .Name("epserve:http_connections_bound")
+           .Help(
+               "Open connections beyond which requests get 503 (--http-threads); at twice it, "
+               "new connections wait in the kernel's backlog.")
+           .Register(*registry_)
+           .Add(labels);
   requests_ = &prometheus::BuildCounter()
                    .Name("epserve:http_requests_total")
                    .Help("Completion requests answered, by outcome (ok or the HTTP status).")
@@ -69,6 +83,10 @@ void ServeMetrics::ObserveEndToEnd(double s) { e2e_->Observe(s); }
 
 void ServeMetrics::ObserveResume(double s) { resume_pause_->Observe(s); }
 void ServeMetrics::CountWorldRestart() { restarts_->Increment(); }
+void ServeMetrics::SetHttpConnections(int open, int bound) {
+  connections_->Set(open);
+  connection_bound_->Set(bound);
+}
 
 void ServeMetrics::CountRequest(const std::string& status) {
   requests_->Add({{"model_name", model_name_}, {"status", status}}).Increment();

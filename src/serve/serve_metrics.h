@@ -15,6 +15,7 @@ namespace prometheus {
 class Registry;
 class Histogram;
 class Counter;
+class Gauge;
 template <typename T>
 class Family;
 }  // namespace prometheus
@@ -35,6 +36,8 @@ class ServeMetrics {
   void ObserveResume(double pause_seconds);
   // serve --np restarted its engine world.
   void CountWorldRestart();
+  // HTTP connections open now, and the bound beyond which they get 503 (--http-threads).
+  void SetHttpConnections(int open, int bound);
   std::string Render(const RouterMetrics& router) const;
 
  private:
@@ -46,6 +49,8 @@ class ServeMetrics {
   prometheus::Histogram* resume_pause_;
   prometheus::Family<prometheus::Counter>* requests_;
   prometheus::Counter* restarts_;
+  prometheus::Gauge* connections_;
+  prometheus::Gauge* connection_bound_;
 };
 
 }  // namespace epserve::serve

@@ -222,7 +222,10 @@ TEST(ServeMetrics, NamesEveryMetricPerGroup) {
   r.groups[1].load.prefix_cache_hits = 2;
   r.decisions["cache_hit"] = 5;
   r.retries = 1;
+  sm.SetHttpConnections(3, 272);
   const std::string t = sm.Render(r);
+  EXPECT_NE(t.find("epserve:http_connections{model_name=\"tiny\"} 3\n"), std::string::npos);
+  EXPECT_NE(t.find("epserve:http_connections_bound{model_name=\"tiny\"} 272\n"), std::string::npos);
   EXPECT_NE(t.find("epserve:num_requests_running{model_name=\"tiny\",group=\"0\"} 2\n"),
             std::string::npos);
   EXPECT_NE(t.find("epserve:generation_tokens_total{model_name=\"tiny\",group=\"1\"} 17\n"),

@@ -13,5 +13,9 @@ start_server "$WORK/server.log" --model "$WORK/model" --http-header-timeout 2 \
   --http-read-timeout 1 --http-keep-alive 1
 timeout 60 /usr/bin/python3 "$HERE/http_client.py" "$PORT" || fail "see the lines above"
 [[ $(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "$BASE/health") == 200 ]] || fail "/health afterwards"
+# The scrape's own connection is open while /metrics is rendered; the bound is --http-threads.
+metrics=$(curl -s --max-time 5 "$BASE/metrics")
+grep -Eq '^epserve:http_connections\{[^}]*\} [1-9]' <<<"$metrics" || fail "epserve:http_connections while scraping"
+grep -Eq '^epserve:http_connections_bound\{[^}]*\} [1-9]' <<<"$metrics" || fail "epserve:http_connections_bound"
 stop_server
 echo "serve.http: ok"
