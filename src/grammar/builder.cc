@@ -6,19 +6,35 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <queue>
+#include <string>
+#include <tuple>
 
 #include "grammar/builder_impl.h"
 #include "grammar/grammar_ir.h"
+#include "grammar/matcher_state.h"
 
 namespace epserve::grammar {
 
 namespace {
 
-constexpr size_t kMaxElements = size_t{4} << 20;
 constexpr int64_t kInf = std::numeric_limits<int64_t>::max() / 4;
+// Alternations up to this many members are merged into an alternation that contains them.
+constexpr size_t kFlattenAlt = 8;
 
-// Lowers expressions to rules. Each alternative is assembled in a local vector and appended
-// whole, so lowering a nested rule never interleaves with its parent's elements.
+Status TooComplex(const std::string& what) {
+  return Status::InvalidArgument(std::string(kTooComplexPrefix) + ": " + what);
+}
+
+Status TooLarge() {
+  return TooComplex("over " + std::to_string(kMaxGrammarElements) +
+                    " elements; lower maxLength/maxItems or simplify it");
+}
+
+// Lowers expressions to rules. Every walk is iterative (the expression DAG comes from request
+// data and may nest arbitrarily deep): Emit flattens a sequence with an explicit stack, and an
+// alternation or repetition only names its rule and queues its lowering, so no rule's lowering
+// runs inside another's. Each alternative is assembled in a local vector and appended whole.
 class Lowering {
  public:
   Lowering(const GrammarBuilder::Impl& b, Grammar* g) : b_(b), g_(g) {}
@@ -35,14 +51,23 @@ class Lowering {
     const uint32_t root_rule = NewRule("root");
     g_->elements.push_back({ElementKind::kRef, root_rule});
     g_->elements.push_back({ElementKind::kEnd, 0});
-    RETURN_IF_ERROR(LowerRule(root_rule, root));
-    for (size_t r = 0; r < b_.rule_bodies.size(); ++r) {
-      RETURN_IF_ERROR(LowerRule(static_cast<uint32_t>(r), b_.rule_bodies[r]));
+    jobs_.push_back({root_rule, root, false});
+    for (size_t r = 0; r < b_.rule_bodies.size(); ++r)
+      jobs_.push_back({static_cast<uint32_t>(r), b_.rule_bodies[r], false});
+    for (size_t j = 0; j < jobs_.size(); ++j) {
+      const Job job = jobs_[j];  // copied: Emit may queue more jobs
+      RETURN_IF_ERROR(job.repeat ? LowerRepeat(job.rule, job.expr) : LowerRule(job.rule, job.expr));
     }
     return Status::Ok();
   }
 
  private:
+  struct Job {
+    uint32_t rule;
+    int32_t expr;
+    bool repeat;  // the rule of a kRepeat expression, else the expression's alternatives
+  };
+
   uint32_t NewRule(std::string name) {
     g_->rule_alts.emplace_back();
     g_->rule_names.push_back(std::move(name));
@@ -60,10 +85,7 @@ class Lowering {
   }
 
   Status AddAlternative(uint32_t rule, const std::vector<Element>& alt) {
-    if (g_->elements.size() + alt.size() + 1 > kMaxElements) {
-      return Status::InvalidArgument("grammar too large (over " + std::to_string(kMaxElements) +
-                                     " elements): lower maxLength/maxItems or simplify it");
-    }
+    if (g_->elements.size() + alt.size() + 1 > kMaxGrammarElements) return TooLarge();
     g_->rule_alts[rule].push_back(static_cast<uint32_t>(g_->elements.size()));
     g_->elements.insert(g_->elements.end(), alt.begin(), alt.end());
     g_->elements.push_back({ElementKind::kEnd, 0});
@@ -82,69 +104,73 @@ class Lowering {
     return Status::Ok();
   }
 
+  // Appends the elements of expression `id`. Sequences are walked with an explicit stack;
+  // `steps_` bounds the whole lowering's work (a DAG of empty sequences used twice at every
+  // level would otherwise cost 2^depth steps and emit nothing).
   Status Emit(int32_t id, std::vector<Element>* out) {
-    const ExprNode& e = b_.exprs[id];
-    switch (e.kind) {
-      case ExprKind::kEmpty:
-        return Status::Ok();
-      case ExprKind::kBytes:
-        out->push_back({ElementKind::kBytes, ByteSetIndex(e.bytes)});
-        return Status::Ok();
-      case ExprKind::kToken:
-        out->push_back({ElementKind::kToken, static_cast<uint32_t>(e.arg)});
-        return Status::Ok();
-      case ExprKind::kSeq:
-        for (int32_t c : e.items) RETURN_IF_ERROR(Emit(c, out));
-        if (out->size() > kMaxElements) return Status::InvalidArgument("grammar too large");
-        return Status::Ok();
-      case ExprKind::kRef:
-        out->push_back({ElementKind::kRef, static_cast<uint32_t>(e.arg)});
-        return Status::Ok();
-      case ExprKind::kAlt:
-      case ExprKind::kRepeat: {
-        uint32_t rule;
-        RETURN_IF_ERROR(RuleFor(id, &rule));
-        out->push_back({ElementKind::kRef, rule});
-        return Status::Ok();
+    std::vector<int32_t> todo = {id};
+    while (!todo.empty()) {
+      if (++steps_ > 4 * kMaxGrammarElements) return TooLarge();
+      const int32_t x = todo.back();
+      todo.pop_back();
+      const ExprNode& e = b_.exprs[x];
+      switch (e.kind) {
+        case ExprKind::kEmpty:
+          break;
+        case ExprKind::kBytes:
+          out->push_back({ElementKind::kBytes, ByteSetIndex(e.bytes)});
+          break;
+        case ExprKind::kToken:
+          out->push_back({ElementKind::kToken, static_cast<uint32_t>(e.arg)});
+          break;
+        case ExprKind::kSeq:
+          todo.insert(todo.end(), e.items.rbegin(), e.items.rend());
+          break;
+        case ExprKind::kRef:
+          out->push_back({ElementKind::kRef, static_cast<uint32_t>(e.arg)});
+          break;
+        case ExprKind::kAlt:
+        case ExprKind::kRepeat:
+          out->push_back({ElementKind::kRef, RuleFor(x)});
+          break;
       }
+      if (out->size() > kMaxGrammarElements) return TooLarge();
     }
-    return Status::Internal("bad expression kind");
+    return Status::Ok();
   }
 
-  // An anonymous rule for an alternation or a repetition, made once per expression.
-  Status RuleFor(int32_t id, uint32_t* rule) {
+  // The anonymous rule of an alternation or a repetition: named once per expression, lowered
+  // later by Run's job loop.
+  uint32_t RuleFor(int32_t id) {
     auto it = rule_of_expr_.find(id);
-    if (it != rule_of_expr_.end()) {
-      *rule = it->second;
-      return Status::Ok();
-    }
+    if (it != rule_of_expr_.end()) return it->second;
+    const bool repeat = b_.exprs[id].kind == ExprKind::kRepeat;
+    const uint32_t rule = NewRule((repeat ? "rep" : "alt") + std::to_string(id));
+    rule_of_expr_[id] = rule;
+    jobs_.push_back({rule, id, repeat});
+    return rule;
+  }
+
+  // Repeat: the min copies, then a tail: star (S ::= x S | ε) or a chain of optionals
+  // (O_k ::= x O_{k-1} | ε), all right-recursive so stacks stay flat.
+  Status LowerRepeat(uint32_t rule, int32_t id) {
     const ExprNode& e = b_.exprs[id];
-    if (e.kind == ExprKind::kAlt) {
-      *rule = NewRule("alt" + std::to_string(id));
-      rule_of_expr_[id] = *rule;
-      return LowerRule(*rule, id);
-    }
-    // Repeat: the min copies, then a tail: star (S ::= x S | ε) or a chain of optionals
-    // (O_k ::= x O_{k-1} | ε), all right-recursive so stacks stay flat.
-    *rule = NewRule("rep" + std::to_string(id));
-    rule_of_expr_[id] = *rule;
+    std::vector<Element> x;
+    RETURN_IF_ERROR(Emit(e.arg, &x));
     std::vector<Element> head;
     for (int i = 0; i < e.min; ++i) {
-      RETURN_IF_ERROR(Emit(e.arg, &head));
-      if (head.size() > kMaxElements) return Status::InvalidArgument("grammar too large");
+      if (head.size() + x.size() > kMaxGrammarElements) return TooLarge();
+      head.insert(head.end(), x.begin(), x.end());
     }
-    if (e.max == e.min) return AddAlternative(*rule, head);
+    if (e.max == e.min) return AddAlternative(rule, head);
     uint32_t tail;
     if (e.max < 0) {
       tail = NewRule("star" + std::to_string(id));
-      std::vector<Element> loop;
-      RETURN_IF_ERROR(Emit(e.arg, &loop));
+      std::vector<Element> loop = x;
       loop.push_back({ElementKind::kRef, tail});
       RETURN_IF_ERROR(AddAlternative(tail, loop));
       RETURN_IF_ERROR(AddAlternative(tail, {}));
     } else {
-      std::vector<Element> x;
-      RETURN_IF_ERROR(Emit(e.arg, &x));
       tail = NewRule("opt" + std::to_string(id) + "_1");
       RETURN_IF_ERROR(AddAlternative(tail, x));
       RETURN_IF_ERROR(AddAlternative(tail, {}));
@@ -158,11 +184,13 @@ class Lowering {
       }
     }
     head.push_back({ElementKind::kRef, tail});
-    return AddAlternative(*rule, head);
+    return AddAlternative(rule, head);
   }
 
   const GrammarBuilder::Impl& b_;
   Grammar* g_;
+  std::vector<Job> jobs_;
+  size_t steps_ = 0;
   std::map<int32_t, uint32_t> rule_of_expr_;
   std::map<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>, uint32_t> byte_set_index_;
 };
@@ -180,23 +208,47 @@ int64_t Cost(const Grammar& g, const Element& e) {
   return 0;
 }
 
-// rule_min by fixed point, then min_rest per position.
+// rule_min by Knuth's generalization of Dijkstra's algorithm (an alternative's length is its
+// bytes plus its references' lengths, all non-negative): rules are settled in order of their
+// final length, each alternative fires once its last reference is settled. O(E log E) where a
+// fixed point over the rules was quadratic in a chain of references. Then min_rest per position.
 Status ComputeMinLengths(Grammar* g) {
   const size_t num_rules = g->rule_alts.size();
-  g->rule_min.assign(num_rules, kInf);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < num_rules; ++r) {
-      for (uint32_t start : g->rule_alts[r]) {
-        int64_t sum = 0;
-        for (uint32_t p = start; g->elements[p].kind != ElementKind::kEnd; ++p) {
-          sum = std::min(kInf, sum + Cost(*g, g->elements[p]));
-        }
-        if (sum < g->rule_min[r]) {
-          g->rule_min[r] = sum;
-          changed = true;
+  std::vector<uint32_t> alt_rule, alt_pending;
+  std::vector<int64_t> alt_sum;
+  std::vector<std::vector<uint32_t>> uses(num_rules);  // per rule: alternatives referencing it
+  using Item = std::pair<int64_t, uint32_t>;           // (length, rule)
+  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> ready;
+  for (size_t r = 0; r < num_rules; ++r) {
+    for (uint32_t start : g->rule_alts[r]) {
+      const uint32_t a = static_cast<uint32_t>(alt_rule.size());
+      alt_rule.push_back(static_cast<uint32_t>(r));
+      int64_t bytes = 0;
+      uint32_t refs = 0;
+      for (uint32_t p = start; g->elements[p].kind != ElementKind::kEnd; ++p) {
+        if (g->elements[p].kind == ElementKind::kRef) {
+          uses[g->elements[p].arg].push_back(a);
+          ++refs;
+        } else {
+          ++bytes;
         }
       }
+      alt_sum.push_back(bytes);
+      alt_pending.push_back(refs);
+      if (refs == 0) ready.push({bytes, static_cast<uint32_t>(r)});
+    }
+  }
+  g->rule_min.assign(num_rules, kInf);
+  std::vector<uint8_t> settled(num_rules, 0);
+  while (!ready.empty()) {
+    const auto [len, r] = ready.top();
+    ready.pop();
+    if (settled[r]) continue;
+    settled[r] = 1;
+    g->rule_min[r] = len;
+    for (uint32_t a : uses[r]) {
+      alt_sum[a] = std::min(kInf, alt_sum[a] + len);
+      if (--alt_pending[a] == 0 && !settled[alt_rule[a]]) ready.push({alt_sum[a], alt_rule[a]});
     }
   }
   for (size_t r = 0; r < num_rules; ++r) {
@@ -207,13 +259,14 @@ Status ComputeMinLengths(Grammar* g) {
   g->min_rest.assign(g->elements.size(), 0);
   for (size_t p = g->elements.size(); p-- > 0;) {
     if (g->elements[p].kind == ElementKind::kEnd) continue;
-    g->min_rest[p] = Cost(*g, g->elements[p]) + g->min_rest[p + 1];
+    g->min_rest[p] = std::min(kInf, Cost(*g, g->elements[p]) + g->min_rest[p + 1]);
   }
   return Status::Ok();
 }
 
 // A rule that can reach itself through leftmost references (past only empty-matching
-// references) would make reference expansion loop forever.
+// references) would make reference expansion loop forever. An iterative depth-first search
+// (a chain of references may be as long as the grammar).
 Status CheckNoLeftRecursion(const Grammar& g) {
   const size_t n = g.rule_alts.size();
   std::vector<std::vector<uint32_t>> left(n);
@@ -225,19 +278,28 @@ Status CheckNoLeftRecursion(const Grammar& g) {
       }
     }
   }
-  std::vector<uint8_t> state(n, 0);  // 0 new, 1 on the path, 2 done
-  std::function<bool(uint32_t)> cyclic = [&](uint32_t r) {
-    state[r] = 1;
-    for (uint32_t s : left[r]) {
-      if (state[s] == 1 || (state[s] == 0 && cyclic(s))) return true;
-    }
-    state[r] = 2;
-    return false;
-  };
-  for (uint32_t r = 0; r < n; ++r) {
-    if (state[r] == 0 && cyclic(r)) {
-      return Status::InvalidArgument("grammar rule '" + g.rule_names[r] +
-                                     "' is left-recursive (possibly through empty matches)");
+  std::vector<uint8_t> state(n, 0);               // 0 new, 1 on the path, 2 done
+  std::vector<std::pair<uint32_t, size_t>> path;  // (rule, next edge)
+  for (uint32_t root = 0; root < n; ++root) {
+    if (state[root] != 0) continue;
+    state[root] = 1;
+    path.push_back({root, 0});
+    while (!path.empty()) {
+      auto& [r, next] = path.back();
+      if (next == left[r].size()) {
+        state[r] = 2;
+        path.pop_back();
+        continue;
+      }
+      const uint32_t s = left[r][next++];
+      if (state[s] == 1) {
+        return Status::InvalidArgument("grammar rule '" + g.rule_names[s] +
+                                       "' is left-recursive (possibly through empty matches)");
+      }
+      if (state[s] == 0) {
+        state[s] = 1;
+        path.push_back({s, 0});
+      }
     }
   }
   return Status::Ok();
@@ -286,7 +348,9 @@ GrammarBuilder::Expr GrammarBuilder::Alt(std::vector<Expr> alternatives) {
   // byte set (fewer parse stacks to carry).
   std::vector<Expr> flat;
   for (Expr a : alternatives) {
-    if (impl_->exprs[a].kind == ExprKind::kAlt) {
+    // Flattening is bounded: an alternation nested in a chain (an object's optional
+    // properties) would otherwise copy the chain's tail at every level, quadratic in its length.
+    if (impl_->exprs[a].kind == ExprKind::kAlt && impl_->exprs[a].items.size() <= kFlattenAlt) {
       const std::vector<int32_t> inner = impl_->exprs[a].items;
       flat.insert(flat.end(), inner.begin(), inner.end());
     } else {
@@ -342,11 +406,15 @@ GrammarBuilder::Expr GrammarBuilder::Ref(RuleId rule) {
 StatusOr<std::shared_ptr<const Grammar>> GrammarBuilder::Build(Expr root) {
   CHECK(!impl_->built) << "GrammarBuilder::Build called twice";
   impl_->built = true;
+  if (impl_->exprs.size() > kMaxGrammarExprs) {
+    return TooComplex("over " + std::to_string(kMaxGrammarExprs) + " expressions");
+  }
   auto g = std::make_shared<Grammar>();
   Lowering lowering(*impl_, g.get());
   RETURN_IF_ERROR(lowering.Run(root));
   RETURN_IF_ERROR(ComputeMinLengths(g.get()));
   RETURN_IF_ERROR(CheckNoLeftRecursion(*g));
+  RETURN_IF_ERROR(CheckStartClosure(*g));
   return std::shared_ptr<const Grammar>(std::move(g));
 }
 

@@ -42,6 +42,19 @@ enum class Whitespace {
   kPretty,
 };
 
+// The bounds on what one grammar may cost to build and to match (request data decides its
+// size). A grammar past one is refused with InvalidArgument whose message starts with
+// kTooComplexPrefix (IsTooComplex); `epserve serve` answers 400 with code grammar_too_complex.
+inline constexpr char kTooComplexPrefix[] = "grammar too complex";
+// Elements of the lowered grammar (8 bytes each, plus 8 of min_rest).
+inline constexpr size_t kMaxGrammarElements = size_t{4} << 20;
+// Builder expressions (a schema of the largest request body makes about 1M).
+inline constexpr size_t kMaxGrammarExprs = size_t{4} << 20;
+// Parse stacks one matcher state may expand to (the closure of one step, de-duplicated while it
+// is expanded); Build checks the start state, the matcher every later one.
+inline constexpr size_t kMaxClosure = size_t{1} << 18;
+bool IsTooComplex(const Status& s);
+
 struct SchemaOptions {
   Whitespace whitespace = Whitespace::kSingleSpace;
 };
@@ -88,8 +101,9 @@ class GrammarBuilder {
   Expr Shared(const std::string& key, const std::function<Expr()>& make);
 
   // Lowers the pieces reachable from `root`. Fails for a rule left without a body, a
-  // left-recursive rule (A ::= A ...), a rule that can never complete, or a grammar over
-  // 4M elements. The builder may not be used afterwards.
+  // left-recursive rule (A ::= A ...), a rule that can never complete, or a grammar past the
+  // bounds above (its start state included). Iterative throughout: any nesting depth is safe.
+  // The builder may not be used afterwards.
   StatusOr<std::shared_ptr<const Grammar>> Build(Expr root);
 
   struct Impl;  // grammar/builder.cc

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "grammar/builder.h"
 #include "grammar/mask_cache.h"
 #include "grammar/matcher_state.h"
 
@@ -64,35 +65,99 @@ int32_t StackPool::Intern(uint32_t pos, int32_t parent) {
   return id;
 }
 
-void Matcher::State::Settle(uint32_t pos, int32_t parent, StackSet* out) {
-  const Element& e = grammar->elements[pos];
-  switch (e.kind) {
-    case ElementKind::kEnd:
-      if (parent < 0) {
-        out->push_back(-1);
-      } else {
-        const StackNode n = pool.node(parent);
-        Settle(n.pos, n.parent, out);
+void PairSet::Clear() {
+  count_ = 0;
+  if (keys_.empty() || ++gen_ == 0) {
+    keys_.assign(std::max<size_t>(keys_.size(), 256), 0);
+    gens_.assign(keys_.size(), 0);
+    gen_ = 1;
+  }
+}
+
+bool PairSet::Insert(uint64_t key) {
+  if ((count_ + 1) * 2 > keys_.size()) Grow();
+  const size_t mask = keys_.size() - 1;
+  for (size_t h = Mix(key) & mask;; h = (h + 1) & mask) {
+    if (gens_[h] != gen_) {
+      gens_[h] = gen_;
+      keys_[h] = key;
+      ++count_;
+      return true;
+    }
+    if (keys_[h] == key) return false;
+  }
+}
+
+void PairSet::Grow() {
+  std::vector<uint64_t> live;
+  live.reserve(count_);
+  for (size_t i = 0; i < keys_.size(); ++i)
+    if (gens_[i] == gen_) live.push_back(keys_[i]);
+  keys_.assign(keys_.size() * 2, 0);
+  gens_.assign(keys_.size(), 0);
+  gen_ = 1;
+  count_ = 0;
+  for (uint64_t k : live) Insert(k);
+}
+
+void Matcher::State::Settle(uint32_t pos0, int32_t parent0, StackSet* out) {
+  if (overflow) return;
+  work.clear();
+  work.push_back({pos0, parent0});
+  while (!work.empty()) {
+    const auto [pos, parent] = work.back();
+    work.pop_back();
+    if (!seen.Insert((uint64_t{pos} << 32) | static_cast<uint32_t>(parent))) continue;
+    if (seen.size() > kMaxClosure) {
+      overflow = true;
+      return;
+    }
+    const Element& e = grammar->elements[pos];
+    switch (e.kind) {
+      case ElementKind::kEnd:
+        if (parent < 0) {
+          out->push_back(-1);
+        } else {
+          const StackNode n = pool.node(parent);
+          work.push_back({n.pos, n.parent});
+        }
+        break;
+      case ElementKind::kBytes:
+      case ElementKind::kToken:
+        out->push_back(pool.Intern(pos, parent));
+        break;
+      case ElementKind::kRef: {
+        // A reference in tail position continues straight with the parent, so right-recursive
+        // loops (x*) keep the stack flat.
+        const int32_t cont = grammar->elements[pos + 1].kind == ElementKind::kEnd
+                                 ? parent
+                                 : pool.Intern(pos + 1, parent);
+        const std::vector<uint32_t>& alts = grammar->rule_alts[e.arg];
+        for (auto it = alts.rbegin(); it != alts.rend(); ++it) work.push_back({*it, cont});
+        break;
       }
-      return;
-    case ElementKind::kBytes:
-    case ElementKind::kToken:
-      out->push_back(pool.Intern(pos, parent));
-      return;
-    case ElementKind::kRef: {
-      // A reference in tail position continues straight with the parent, so right-recursive
-      // loops (x*) keep the stack flat.
-      const int32_t cont = grammar->elements[pos + 1].kind == ElementKind::kEnd
-                               ? parent
-                               : pool.Intern(pos + 1, parent);
-      for (uint32_t start : grammar->rule_alts[e.arg]) Settle(start, cont, out);
-      return;
     }
   }
 }
 
+Status CheckStartClosure(const Grammar& g) {
+  Matcher::State s(&g, nullptr);
+  s.BeginStep();
+  s.Settle(0, -1, &s.stacks);
+  if (s.overflow)
+    return Status::InvalidArgument(std::string(kTooComplexPrefix) +
+                                   ": its start state expands to over " +
+                                   std::to_string(kMaxClosure) + " parse stacks");
+  return Status::Ok();
+}
+
+bool IsTooComplex(const Status& s) {
+  return !s.ok() && s.message().find(kTooComplexPrefix) != std::string::npos;
+}
+
 void Matcher::State::StepByte(const StackSet& in, uint8_t b, StackSet* out) {
   out->clear();
+  BeginStep();
   for (int32_t id : in) {
     if (id < 0) continue;
     const StackNode n = pool.node(id);
@@ -106,6 +171,7 @@ void Matcher::State::StepByte(const StackSet& in, uint8_t b, StackSet* out) {
 
 void Matcher::State::StepToken(const StackSet& in, int32_t id, StackSet* out) {
   out->clear();
+  BeginStep();
   for (int32_t s : in) {
     if (s < 0) continue;
     const StackNode n = pool.node(s);
@@ -167,6 +233,7 @@ void Matcher::State::MaybeCompact() {
 Matcher::Matcher(std::shared_ptr<const Grammar> g, std::shared_ptr<const TokenVocab> v)
     : grammar_(std::move(g)), vocab_(std::move(v)) {
   state_ = std::make_unique<State>(grammar_.get(), vocab_.get());
+  state_->BeginStep();
   state_->Settle(0, -1, &state_->stacks);
   SortUnique(&state_->stacks);
 }
@@ -187,7 +254,7 @@ Matcher& Matcher::operator=(const Matcher& o) {
 
 bool Matcher::AcceptToken(int32_t id) {
   State& s = *state_;
-  if (s.terminated || id < 0 || id >= vocab_->size()) return false;
+  if (s.terminated || s.overflow || id < 0 || id >= vocab_->size()) return false;
   StackSet next;
   s.StepToken(s.stacks, id, &next);
   const std::string& bytes = vocab_->bytes(id);
@@ -201,6 +268,7 @@ bool Matcher::AcceptToken(int32_t id) {
     next.insert(next.end(), s.tmp_a.begin(), s.tmp_a.end());
     SortUnique(&next);
   }
+  if (s.overflow) return false;
   if (!next.empty()) {
     s.stacks = std::move(next);
     s.MaybeCompact();
@@ -245,6 +313,8 @@ void Matcher::FillMask(uint64_t* words) {
 }
 
 void Matcher::FillClosingMask(uint64_t* words) { state_->ComputeClosingMask(words); }
+
+bool Matcher::Overflowed() const { return state_->overflow; }
 
 Matcher::CacheStats Matcher::cache_stats() const {
   return {.hits = state_->cache_hits, .misses = state_->cache_misses};

@@ -45,6 +45,11 @@ class Matcher {
   // A stop id was accepted, or nothing but a stop id can follow.
   bool IsTerminated() const;
 
+  // A step's parse state passed kMaxClosure stacks (grammar/builder.h): the state and its
+  // masks are incomplete from then on, AcceptToken refuses every token, and the caller must end
+  // the request (an error naming the grammar as too complex).
+  bool Overflowed() const;
+
   // FillMask calls answered from the grammar's mask cache, and those computed, by this matcher.
   struct CacheStats {
     int64_t hits = 0;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/status.h"
 #include "grammar/grammar_ir.h"
 #include "grammar/matcher.h"
 #include "grammar/vocab.h"
@@ -36,12 +37,37 @@ class StackPool {
   std::vector<int32_t> slots_;  // open addressing (linear probing); -1 = empty
 };
 
+// A set of (position, parent) pairs, cleared in O(1) (generation stamps): the pairs one
+// step's expansion has met.
+class PairSet {
+ public:
+  PairSet() { Clear(); }
+  void Clear();
+  // True when `key` was not in the set (it is now).
+  bool Insert(uint64_t key);
+  size_t size() const { return count_; }
+
+ private:
+  void Grow();
+  std::vector<uint64_t> keys_;
+  std::vector<uint32_t> gens_;
+  uint32_t gen_ = 0;
+  size_t count_ = 0;
+};
+
+// Fails (IsTooComplex) when the grammar's start state expands past kMaxClosure stacks.
+Status CheckStartClosure(const Grammar& g);
+
 struct Matcher::State {
   State(const Grammar* g, const TokenVocab* v) : grammar(g), vocab(v), pool(g) {}
 
   // Expands references from (pos, parent) until every stack's top is a byte set or a token,
-  // or the stack is empty; appends the stacks to out (unsorted).
+  // or the stack is empty; appends the stacks to out (unsorted). Iterative, and each
+  // (pos, parent) pair met since BeginStep is expanded once: a fan-out of references to the
+  // same rules costs the pairs, not the paths to them. Past kMaxClosure pairs in one step it
+  // sets `overflow` and stops.
   void Settle(uint32_t pos, int32_t parent, StackSet* out);
+  void BeginStep() { seen.Clear(); }
   // The stacks after `in` matches byte b (sorted, unique).
   void StepByte(const StackSet& in, uint8_t b, StackSet* out);
   // The stacks after `in` matches the special token `id` through Token elements.
@@ -63,6 +89,9 @@ struct Matcher::State {
   StackPool pool;
   StackSet stacks;
   bool terminated = false;
+  bool overflow = false;  // a step's expansion passed kMaxClosure: the state is incomplete
+  PairSet seen;
+  std::vector<std::pair<uint32_t, int32_t>> work;
   int64_t cache_hits = 0, cache_misses = 0;
   WalkMemo memo;                   // scratch of one trie walk
   std::vector<int32_t> depth_ids;  // per trie depth: the memo id of the set there

@@ -13,6 +13,9 @@ namespace {
 using Expr = GrammarBuilder::Expr;
 
 constexpr int kMaxRepeat = 1000;
+// Groups nested deeper are refused: the parser recurses once per level (Python's re allows
+// about 100 before "too many nested parentheses"; real patterns nest a few).
+constexpr int kMaxGroupDepth = 128;
 
 std::string Utf8(uint32_t cp) {
   std::string s;
@@ -109,7 +112,12 @@ class PatternParser {
 
  private:
   Status Error(const std::string& what) const {
-    return Status::InvalidArgument("unsupported pattern '" + pattern_ + "': " + what);
+    // A long pattern is quoted by its start (a request may send 1 MB of it).
+    const std::string quoted =
+        pattern_.size() <= 80
+            ? pattern_
+            : pattern_.substr(0, 60) + "... (" + std::to_string(pattern_.size()) + " bytes)";
+    return Status::InvalidArgument("unsupported pattern '" + quoted + "': " + what);
   }
 
   Status Decode() {
@@ -211,7 +219,10 @@ class PatternParser {
             return Error("only (?:...) groups are supported");
           }
         }
+        if (++depth_ > kMaxGroupDepth)
+          return Error("groups nested deeper than " + std::to_string(kMaxGroupDepth));
         ASSIGN_OR_RETURN(Expr inner, ParseAlt());
+        --depth_;
         if (AtEnd() || Peek() != ')') return Error("missing ')'");
         ++pos_;
         return inner;
@@ -386,6 +397,7 @@ class PatternParser {
   const std::string& pattern_;
   std::vector<uint32_t> cps_;
   size_t pos_ = 0;
+  int depth_ = 0;  // groups open
 };
 
 }  // namespace
