@@ -295,15 +295,12 @@ Status OnlinePlacer::Switch(int step) {
       sum[i] += all[r * kFields + i];
       max[i] = std::max(max[i], all[r * kFields + i]);
     }
-  const int num_layers = static_cast<int>(layers_.size());
-  auto per_token = [&](int64_t rows, int64_t token_layers) {
-    return token_layers > 0 ? static_cast<double>(rows) * num_layers / token_layers : 0.0;
-  };
-  if (!reports_.empty()) {
-    reports_.back().cross_after = per_token(sum[0] - remote_at_switch_, sum[1] - tokens_at_switch_);
-    reports_.back().tokens_after = (sum[1] - tokens_at_switch_) / std::max(1, num_layers);
-  }
   ReplacementReport r;
+  SinceSwitch(sum[0], sum[1], &r.cross_before, &r.tokens_before);
+  if (!reports_.empty()) {
+    reports_.back().cross_after = r.cross_before;
+    reports_.back().tokens_after = r.tokens_before;
+  }
   r.step = step;
   r.profile_tokens = profile_tokens_;
   r.place_seconds = place_seconds_;
@@ -312,8 +309,6 @@ Status OnlinePlacer::Switch(int step) {
   r.bytes_loaded = sum[3];
   r.experts_freed = sum[4];
   r.pause_ms = max[6] / 1e3;
-  r.cross_before = per_token(sum[0] - remote_at_switch_, sum[1] - tokens_at_switch_);
-  r.tokens_before = (sum[1] - tokens_at_switch_) / std::max(1, num_layers);
   remote_at_switch_ = sum[0];
   tokens_at_switch_ = sum[1];
   cross_since_switch_ = 0;
@@ -353,13 +348,17 @@ Status OnlinePlacer::MeasureSinceSwitch() {
   RETURN_IF_ERROR(world.AllGather(mine, sizeof(mine), all.data()));
   int64_t remote = 0, tokens = 0;
   for (int r = 0; r < world.size(); ++r) remote += all[2 * r], tokens += all[2 * r + 1];
-  const int num_layers = static_cast<int>(layers_.size());
-  if (tokens > tokens_at_switch_) {
-    cross_since_switch_ =
-        static_cast<double>(remote - remote_at_switch_) * num_layers / (tokens - tokens_at_switch_);
-    tokens_since_switch_ = (tokens - tokens_at_switch_) / std::max(1, num_layers);
-  }
+  if (tokens > tokens_at_switch_)
+    SinceSwitch(remote, tokens, &cross_since_switch_, &tokens_since_switch_);
   return Status::Ok();
+}
+
+void OnlinePlacer::SinceSwitch(int64_t remote, int64_t token_layers, double* cross,
+                               int64_t* tokens) const {
+  const int num_layers = static_cast<int>(layers_.size());
+  const int64_t rows = remote - remote_at_switch_, passed = token_layers - tokens_at_switch_;
+  *cross = passed > 0 ? static_cast<double>(rows) * num_layers / passed : 0.0;
+  *tokens = passed / std::max(1, num_layers);
 }
 
 void OnlinePlacer::AddMetrics(WorkerMetrics* m) const {

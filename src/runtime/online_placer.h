@@ -101,6 +101,9 @@ class OnlinePlacer : public StepParticipant {
   Status MeasureSinceSwitch();
   // This rank's cumulative (cross-machine rows, tokens sent) over the sketch's layers.
   void TrafficTotals(int64_t* remote, int64_t* tokens) const;
+  // The world's traffic since the last switch, from its totals now (summed TrafficTotals):
+  // cross-machine copies per token and tokens (0 and 0 when no token passed).
+  void SinceSwitch(int64_t remote, int64_t token_layers, double* cross, int64_t* tokens) const;
 
   EpReplica& rep_;
   OnlinePlacerOptions options_;
