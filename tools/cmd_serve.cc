@@ -189,6 +189,7 @@ void WatchSignals(const ServeFlags& f, serve::HttpServer* server, serve::ServeCo
 
 Status RunServe(const ServeFlags& f) {
   InstallStopSignalHandler(/*restart=*/true);
+  f.engine.ApplyProcessWide();  // this process compiles grammars too (request validation)
   if (f.max_body_bytes < 1) return Status::InvalidArgument("--max-body-bytes must be >= 1");
   if (f.max_concurrent < 1)
     return Status::InvalidArgument("--max-concurrent-requests must be >= 1");

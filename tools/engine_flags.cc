@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "grammar/grammar.h"
 #include "runtime/grammar_constraint.h"
 #include "tools/command.h"
 #include "tools/flag_checks.h"
@@ -40,6 +41,12 @@ void EngineFlags::AddTo(CLI::App* cmd) {
                   "compute threads per rank (default: the machine's cores / its ranks)")
       ->check(ThreadCount())
       ->group(g);
+  cmd->add_option("--grammar-cache-mb", grammar_cache_mb,
+                  "bound on the compiled structured-output grammars (schemas, tool lists) each "
+                  "process keeps, mask caches included, in MiB")
+      ->check(IntRange(0, 1 << 20))
+      ->capture_default_str()
+      ->group(g);
   AddComputeFlag(cmd, &compute)->group(g);
   AddRequantFlag(cmd, &requant)->group(g);
   device.AddTo(cmd)->group(g);
@@ -53,6 +60,7 @@ StatusOr<EngineOptions> EngineFlags::Options(const std::string& model_dir, const
   if (max_running < 1) return Status::InvalidArgument("--max-running must be >= 1");
   if (block_size < 1) return Status::InvalidArgument("--block-size must be >= 1");
   if (threads < 0) return Status::InvalidArgument("--threads must be >= 0");
+  ApplyProcessWide();
   ASSIGN_OR_RETURN(KvDType dtype, ParseKvDType(kv_dtype));
   ASSIGN_OR_RETURN(int64_t kv_bytes, ParseKvMemory(kv_memory));
   EngineOptions eo{.max_batch_tokens = max_batch_tokens,
@@ -92,10 +100,15 @@ std::vector<std::string> EngineFlags::Args() const {
                                 "--requant",
                                 requant};
   if (threads > 0) a.insert(a.end(), {"--threads", std::to_string(threads)});
+  a.insert(a.end(), {"--grammar-cache-mb", std::to_string(grammar_cache_mb)});
   if (device.cuda()) a.insert(a.end(), {"--device", device.device});
   const std::vector<std::string> o = overlap.Args();
   a.insert(a.end(), o.begin(), o.end());
   return a;
+}
+
+void EngineFlags::ApplyProcessWide() const {
+  grammar::SetGrammarCacheBytes(static_cast<size_t>(grammar_cache_mb) << 20);
 }
 
 StatusOr<std::unique_ptr<LocalEngine>> StartLocalEngine(const std::string& dir,

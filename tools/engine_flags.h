@@ -28,8 +28,12 @@ struct EngineFlags {
   std::string requant = "none";
   OverlapFlags overlap;
   DeviceFlag device;
+  int64_t grammar_cache_mb = 256;  // grammar::kDefaultGrammarCacheBytes
 
   void AddTo(CLI::App* cmd);
+  // The settings that hold for the whole process (the grammar cache's bound); Options calls it,
+  // a process that compiles grammars without an engine (serve --np) calls it itself.
+  void ApplyProcessWide() const;
   // Checks the flags; num_blocks from --kv-memory for this model, overlap for a deployment of
   // ep ranks in DP groups of tp, ranks_per_machine to a machine.
   // With --overlap auto the planner's choice goes to *overlap_note.

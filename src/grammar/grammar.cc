@@ -4,38 +4,71 @@
 #include <list>
 #include <mutex>
 #include <string>
+#include <unordered_map>
+
+#include "grammar/mask_cache.h"
 
 namespace epserve::grammar {
 
 namespace {
 
-// The process-wide cache of compiled schemas (bounded LRU), as the API promises.
-class SchemaCache {
+// The process-wide cache of compiled grammars: an LRU bounded by the bytes its grammars take,
+// their mask caches included (measured again at every insertion; a mask cache grows by at most
+// kCacheBytes in between), and by kMaxEntries.
+class GrammarCache {
  public:
   std::shared_ptr<const Grammar> Find(const std::string& key) {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = lru_.begin(); it != lru_.end(); ++it) {
-      if (it->first == key) {
-        lru_.splice(lru_.begin(), lru_, it);
-        return lru_.front().second;
-      }
+    auto it = index_.find(key);
+    if (it == index_.end()) {
+      ++misses_;
+      return nullptr;
     }
-    return nullptr;
+    ++hits_;
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return it->second->second;
   }
   void Insert(const std::string& key, std::shared_ptr<const Grammar> g) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (index_.count(key)) return;
     lru_.emplace_front(key, std::move(g));
-    if (lru_.size() > kCapacity) lru_.pop_back();
+    index_[key] = lru_.begin();
+    size_t bytes = 0;
+    for (const auto& [k, grammar] : lru_) bytes += k.size() + grammar->MemoryBytes();
+    while (!lru_.empty() && (bytes > capacity_ || lru_.size() > kMaxEntries)) {
+      bytes -= lru_.back().first.size() + lru_.back().second->MemoryBytes();
+      index_.erase(lru_.back().first);
+      lru_.pop_back();
+      ++evictions_;
+    }
+    bytes_ = bytes;
+  }
+  void SetCapacity(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    capacity_ = bytes;
+  }
+  GrammarCacheStats Stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {.bytes = bytes_,
+            .entries = lru_.size(),
+            .capacity_bytes = capacity_,
+            .hits = hits_,
+            .misses = misses_,
+            .evictions = evictions_};
   }
 
  private:
-  static constexpr size_t kCapacity = 64;
+  static constexpr size_t kMaxEntries = 4096;
   std::mutex mu_;
-  std::list<std::pair<std::string, std::shared_ptr<const Grammar>>> lru_;
+  size_t capacity_ = kDefaultGrammarCacheBytes, bytes_ = 0;
+  int64_t hits_ = 0, misses_ = 0, evictions_ = 0;
+  using Entry = std::pair<std::string, std::shared_ptr<const Grammar>>;
+  std::list<Entry> lru_;  // most recent first
+  std::unordered_map<std::string, std::list<Entry>::iterator> index_;
 };
 
-SchemaCache& GlobalSchemaCache() {
-  static SchemaCache* cache = new SchemaCache();
+GrammarCache& GlobalCache() {
+  static GrammarCache* cache = new GrammarCache();
   return *cache;
 }
 
@@ -44,12 +77,12 @@ SchemaCache& GlobalSchemaCache() {
 StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(const nlohmann::ordered_json& schema,
                                                            const SchemaOptions& options) {
   const std::string key =
-      std::to_string(static_cast<int>(options.whitespace)) + "|" + schema.dump();
-  if (auto g = GlobalSchemaCache().Find(key)) return g;
+      "schema|" + std::to_string(static_cast<int>(options.whitespace)) + "|" + schema.dump();
+  if (auto g = GlobalCache().Find(key)) return g;
   GrammarBuilder b;
   ASSIGN_OR_RETURN(GrammarBuilder::Expr root, b.JsonSchema(schema, options));
   ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> g, b.Build(root));
-  GlobalSchemaCache().Insert(key, g);
+  GlobalCache().Insert(key, g);
   return g;
 }
 
@@ -64,6 +97,33 @@ std::shared_ptr<const Grammar> AnyJsonObject() {
     return b.Build(b.AnyJsonObjectExpr()).value();
   }();
   return g;
+}
+
+}  // namespace epserve::grammar
+
+namespace epserve::grammar {
+
+std::shared_ptr<const Grammar> FindCachedGrammar(const std::string& key) {
+  return GlobalCache().Find(key);
+}
+
+void CacheGrammar(const std::string& key, std::shared_ptr<const Grammar> g) {
+  GlobalCache().Insert(key, std::move(g));
+}
+
+void SetGrammarCacheBytes(size_t bytes) { GlobalCache().SetCapacity(bytes); }
+
+GrammarCacheStats GrammarCacheStatistics() { return GlobalCache().Stats(); }
+
+size_t Grammar::MemoryBytes() const {
+  size_t n = sizeof(Grammar) + elements.capacity() * sizeof(Element) +
+             byte_sets.capacity() * sizeof(ByteSet) + min_rest.capacity() * sizeof(int64_t) +
+             rule_min.capacity() * sizeof(int64_t);
+  for (const auto& alts : rule_alts) n += sizeof(alts) + alts.capacity() * sizeof(uint32_t);
+  for (const auto& name : rule_names) n += sizeof(name) + name.capacity();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [uid, cache] : caches_) n += cache->bytes();
+  return n;
 }
 
 }  // namespace epserve::grammar

@@ -56,6 +56,8 @@ class Grammar {
 
   // The mask cache of this grammar with `vocab` (made on first use; 8 MB, LRU).
   MaskCache& CacheFor(const TokenVocab& vocab) const;
+  // The bytes this grammar holds: its tables and its mask caches as they are now.
+  size_t MemoryBytes() const;
 
  private:
   mutable std::mutex mu_;

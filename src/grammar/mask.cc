@@ -1,6 +1,8 @@
 // Mask computation: a depth-first walk of the vocabulary's byte trie carrying the stack set,
 // pruning a subtree as soon as its prefix leaves no stack alive; and the mask cache.
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "grammar/grammar_ir.h"
 #include "grammar/mask_cache.h"
@@ -100,13 +102,21 @@ void Matcher::State::ComputeClosingMask(uint64_t* words) {
     for (uint32_t k = 0; k < node.num_ids; ++k) SetBit(words, ids[node.first_id + k]);
     ++i;
   }
-  StackSet after;
+  // Each special token the stacks may take once (10,000 tool alternatives all wait for the
+  // same separator token: stepping the whole set per stack was quadratic).
+  std::vector<int32_t> tokens;
   for (int32_t id : stacks) {
     if (id < 0) continue;
     const Element& e = grammar->elements[pool.node(id).pos];
-    if (e.kind != ElementKind::kToken || static_cast<int32_t>(e.arg) >= vocab->size()) continue;
-    StepToken(stacks, static_cast<int32_t>(e.arg), &after);
-    if (Cost(after) == dist - 1) SetBit(words, static_cast<int32_t>(e.arg));
+    if (e.kind == ElementKind::kToken && static_cast<int32_t>(e.arg) < vocab->size())
+      tokens.push_back(static_cast<int32_t>(e.arg));
+  }
+  std::sort(tokens.begin(), tokens.end());
+  tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
+  StackSet after;
+  for (int32_t token : tokens) {
+    StepToken(stacks, token, &after);
+    if (Cost(after) == dist - 1) SetBit(words, token);
   }
 }
 

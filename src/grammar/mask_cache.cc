@@ -97,4 +97,9 @@ void MaskCache::Insert(std::vector<uint32_t> key, const uint64_t* words) {
   while (bytes_ > capacity_bytes_ && lru_.size() > 1) EvictOne();
 }
 
+size_t MaskCache::bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
 }  // namespace epserve::grammar

@@ -21,7 +21,7 @@ class MaskCache {
   // Writes the cached mask for `key` into words ((num_ids + 63) / 64 entries); false on a miss.
   bool Find(const std::vector<uint32_t>& key, uint64_t* words);
   void Insert(std::vector<uint32_t> key, const uint64_t* words);
-  size_t bytes() const { return bytes_; }
+  size_t bytes() const;
 
  private:
   enum class Form : uint8_t { kBits, kAllowed, kDisallowed };
@@ -39,7 +39,7 @@ class MaskCache {
 
   const int32_t num_ids_;
   const size_t num_words_, capacity_bytes_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   size_t bytes_ = 0;
   std::list<Entry> lru_;  // most recent first
   std::unordered_multimap<uint64_t, std::list<Entry>::iterator> index_;

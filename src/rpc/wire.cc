@@ -96,6 +96,9 @@ WorkerMetrics FromProto(const LoadReply& m) {
   w.replacement_pause_seconds = m.replacement_pause_seconds();
   w.cross_copies_before = m.cross_copies_before();
   w.cross_copies_since = m.cross_copies_since();
+  w.grammar_cache_bytes = m.grammar_cache_bytes();
+  w.grammar_cache_entries = m.grammar_cache_entries();
+  w.grammar_compile_seconds = m.grammar_compile_seconds();
   for (const auto& [k, v] : m.finished()) w.finished[k] = v;
   return w;
 }
@@ -117,6 +120,9 @@ void ToProto(const WorkerMetrics& w, LoadReply* m) {
   m->set_replacement_pause_seconds(w.replacement_pause_seconds);
   m->set_cross_copies_before(w.cross_copies_before);
   m->set_cross_copies_since(w.cross_copies_since);
+  m->set_grammar_cache_bytes(w.grammar_cache_bytes);
+  m->set_grammar_cache_entries(w.grammar_cache_entries);
+  m->set_grammar_compile_seconds(w.grammar_compile_seconds);
   for (const auto& [k, v] : w.finished) (*m->mutable_finished())[k] = v;
 }
 

@@ -190,7 +190,22 @@ Engine::Engine(Model& model, const EngineOptions& o)
 
 Engine::~Engine() = default;
 
-StatusOr<RequestId> Engine::Submit(EngineRequest r) {
+StatusOr<RequestId> Engine::Submit(EngineRequest r) { return Submit(std::move(r), nullptr); }
+
+std::vector<int32_t> Engine::StopIdsOf(const EngineRequest& r) const {
+  return !r.stop_ids.empty()
+             ? r.stop_ids
+             : (r.use_default_stop ? options_.default_stop_ids : std::vector<int32_t>{});
+}
+
+StatusOr<std::unique_ptr<TokenConstraint>> Engine::MakeConstraint(const EngineRequest& r) const {
+  if (r.constraint.empty()) return std::unique_ptr<TokenConstraint>();
+  if (!options_.constraints)
+    return Status::InvalidArgument("this engine has no constraint factory (structured outputs)");
+  return options_.constraints(r.constraint, StopIdsOf(r));
+}
+
+StatusOr<RequestId> Engine::Submit(EngineRequest r, std::unique_ptr<TokenConstraint> constraint) {
   const ModelConfig& c = model_.config();
   if (r.prompt.empty()) return Status::InvalidArgument("the prompt is empty");
   for (size_t i = 0; i < r.prompt.size(); ++i)
@@ -236,15 +251,9 @@ StatusOr<RequestId> Engine::Submit(EngineRequest r) {
   if (r.adjust.min_tokens < 0 || r.adjust.min_tokens > r.max_tokens)
     return Status::InvalidArgument("min_tokens must be in [0, max_tokens], got " +
                                    std::to_string(r.adjust.min_tokens));
-  std::vector<int32_t> stop_ids =
-      !r.stop_ids.empty()
-          ? r.stop_ids
-          : (r.use_default_stop ? options_.default_stop_ids : std::vector<int32_t>{});
-  std::unique_ptr<TokenConstraint> constraint;
-  if (!r.constraint.empty()) {
-    if (!options_.constraints)
-      return Status::InvalidArgument("this engine has no constraint factory (structured outputs)");
-    StatusOr<std::unique_ptr<TokenConstraint>> made = options_.constraints(r.constraint, stop_ids);
+  std::vector<int32_t> stop_ids = StopIdsOf(r);
+  if (!r.constraint.empty() && constraint == nullptr) {
+    StatusOr<std::unique_ptr<TokenConstraint>> made = MakeConstraint(r);
     if (!made.ok()) return made.status();
     constraint = std::move(*made);
   }
@@ -493,11 +502,13 @@ std::vector<TokenEvent> Engine::Complete(const StepPlan& plan, const std::vector
       if (!accepted || p == nullptr) s.num_computed = c.start + 1;  // rows overwritten later
     }
     s.draft = -1;
-    FinishReason reason = first < 0 ? FinishReason::kError : Emit(s, first, l, &error, &events);
+    // No token allowed: a complete constrained output ends as "stop" (Adjusted leaves the
+    // error empty), anything else is an error.
+    const auto none = [&] { return error.empty() ? FinishReason::kStop : FinishReason::kError; };
+    FinishReason reason = first < 0 ? none() : Emit(s, first, l, &error, &events);
     if (accepted && reason == FinishReason::kNone) {
       p = Adjusted(s, l + V, &error);
-      reason = p == nullptr ? FinishReason::kError
-                            : Emit(s, s.sampler.Sample(p, V), l + V, &error, &events);
+      reason = p == nullptr ? none() : Emit(s, s.sampler.Sample(p, V), l + V, &error, &events);
     }
     // Commit before finishing: the request's blocks stay in the prefix cache.
     if (options_.prefix_cache) CommitFullBlocks(s);
@@ -516,6 +527,8 @@ const float* Engine::Adjusted(Sequence& s, const float* row, std::string* error)
   const float* p = s.logits.Apply(row, V, s.generated, s.request.max_tokens - s.generated);
   for (int v = 0; v < V; ++v)
     if (p[v] > -std::numeric_limits<float>::infinity()) return p;
+  // The constraint's output is complete and only a stop token (banned: ignore_eos) could follow.
+  if (s.logits.ConstraintComplete()) return nullptr;
   *error = "no token is allowed here (the request's logit_bias and constraint exclude every one)";
   return nullptr;
 }

@@ -164,6 +164,12 @@ class Engine {
   // vocabulary, max_tokens < 1, a request that could never fit in the cache pool or the
   // model's context.
   StatusOr<RequestId> Submit(EngineRequest request);
+  // The same with the request's constraint already made (MakeConstraint, on the request's own
+  // thread, so compiling its grammar never runs on the stepping thread); null: made here.
+  StatusOr<RequestId> Submit(EngineRequest request, std::unique_ptr<TokenConstraint> constraint);
+  // The constraint `request.constraint` asks for (null when none), made by
+  // EngineOptions::constraints. Thread-safe: touches no engine state.
+  StatusOr<std::unique_ptr<TokenConstraint>> MakeConstraint(const EngineRequest& request) const;
   // Ends a request at the next step with FinishReason::kCancelled; unknown ids are ignored.
   void Cancel(RequestId id);
   bool HasWork() const {
@@ -194,6 +200,8 @@ class Engine {
   Model& model() { return model_; }
 
  private:
+  // The request's stop ids: its own, else the model's defaults when it uses them.
+  std::vector<int32_t> StopIdsOf(const EngineRequest& r) const;
   struct Sequence;
   bool EnsureBlocks(Sequence& s, int64_t positions);
   void Preempt(Sequence& s);
@@ -207,8 +215,9 @@ class Engine {
   // An error (the constraint refused the token) is kError with *error set.
   FinishReason Emit(Sequence& s, int32_t token, const float* row, std::string* error,
                     std::vector<TokenEvent>* events);
-  // The row s draws from: `row` with its logit adjustments and constraint applied; null (and
-  // *error) when they leave no token.
+  // The row s draws from: `row` with its logit adjustments and constraint applied; null when
+  // they leave no token: with *error set, or with *error empty when the constraint's output is
+  // complete (the request ends as "stop").
   const float* Adjusted(Sequence& s, const float* row, std::string* error);
   // MTP: queues the draft pass's chunk for what this step computed of s (token0: the chunk's
   // first token in the main pass).

@@ -7,6 +7,8 @@
 #include <utility>
 
 #include "base/guarded_thread.h"
+#include "grammar/grammar.h"
+#include "runtime/compile_slots.h"
 
 namespace epserve {
 
@@ -30,6 +32,7 @@ bool RequestStream::Pop(std::vector<TokenEvent>* out, std::chrono::milliseconds 
 
 struct EngineWorker::PendingSubmit {
   EngineRequest request;
+  std::unique_ptr<TokenConstraint> constraint;  // made on the submitting thread
   std::shared_ptr<RequestStream> stream;
   std::promise<StatusOr<RequestId>> result;
 };
@@ -51,7 +54,20 @@ EngineWorker::~EngineWorker() { Shutdown(); }
 StatusOr<RequestId> EngineWorker::Submit(EngineRequest request,
                                          std::shared_ptr<RequestStream> stream,
                                          std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto pending = std::make_shared<PendingSubmit>();
+  if (!request.constraint.empty()) {
+    // The grammar compiles here, in one of the process's compile slots, never on the stepping
+    // thread (a schema or tool list may take seconds).
+    StatusOr<std::unique_ptr<TokenConstraint>> made = Status::Internal("not made");
+    RETURN_IF_ERROR(
+        CompileSlots::Process().Run([&] { made = engine_.MakeConstraint(request); }, timeout));
+    if (!made.ok()) return made.status();
+    pending->constraint = std::move(*made);
+    timeout = std::max(std::chrono::milliseconds(1),
+                       std::chrono::duration_cast<std::chrono::milliseconds>(
+                           deadline - std::chrono::steady_clock::now()));
+  }
   pending->request = std::move(request);
   pending->stream = stream;
   std::future<StatusOr<RequestId>> result = pending->result.get_future();
@@ -111,6 +127,10 @@ bool EngineWorker::accepting() const {
 WorkerMetrics EngineWorker::Metrics() const {
   std::lock_guard<std::mutex> lock(mu_);
   WorkerMetrics m = metrics_;
+  const grammar::GrammarCacheStats cache = grammar::GrammarCacheStatistics();
+  m.grammar_cache_bytes = static_cast<int64_t>(cache.bytes);
+  m.grammar_cache_entries = static_cast<int64_t>(cache.entries);
+  m.grammar_compile_seconds = CompileSlots::Process().stats().seconds;
   if (m.num_running + m.num_waiting > 0 || !submits_.empty())
     m.stalled_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                        std::chrono::steady_clock::now() - progress_)
@@ -223,7 +243,7 @@ void EngineWorker::ApplyQueued(std::vector<std::shared_ptr<PendingSubmit>> submi
                                std::vector<std::pair<RequestId, FinishReason>> cancels,
                                bool cancel_all) {
   for (auto& p : submits) {
-    StatusOr<RequestId> id = engine_.Submit(std::move(p->request));
+    StatusOr<RequestId> id = engine_.Submit(std::move(p->request), std::move(p->constraint));
     if (id.ok()) streams_[*id] = p->stream;
     p->result.set_value(std::move(id));
   }

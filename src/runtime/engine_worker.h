@@ -76,6 +76,10 @@ struct WorkerMetrics {
   int64_t replacements = 0, replacement_bytes = 0;
   double replacement_pause_seconds = 0;
   double cross_copies_before = -1, cross_copies_since = -1;
+  // The engine process's compiled-grammar cache (grammar/grammar.h: bytes held, grammars) and
+  // the time its compile slots spent making constraints (runtime/compile_slots.h).
+  int64_t grammar_cache_bytes = 0, grammar_cache_entries = 0;
+  double grammar_compile_seconds = 0;
   double kv_cache_usage() const {
     return kv_blocks_total > 0 ? static_cast<double>(kv_blocks_used) / kv_blocks_total : 0;
   }

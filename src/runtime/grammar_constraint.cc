@@ -52,9 +52,14 @@ class GrammarConstraint : public TokenConstraint {
       if (token == after_) after_ = -1;
       return Status::Ok();
     }
-    if (!matcher_.AcceptToken(token))
+    if (!matcher_.AcceptToken(token)) {
+      if (matcher_.Overflowed())
+        return Status::InvalidArgument(std::string(grammar::kTooComplexPrefix) +
+                                       ": a parse state of the output passed " +
+                                       std::to_string(grammar::kMaxClosure) + " stacks");
       return Status::Internal("the grammar refused token " + std::to_string(token) +
                               " its own mask allowed");
+    }
     if (!matcher_.IsTerminated() && remaining_ > 1) {
       const bool closing =
           closing_ || remaining_ - 1 <= matcher_.MinBytesToComplete() + kClosingSlack;
@@ -64,6 +69,11 @@ class GrammarConstraint : public TokenConstraint {
       });
     }
     return Status::Ok();
+  }
+
+  bool Complete() const override {
+    if (next_.valid()) next_.wait();
+    return after_ < 0 && matcher_.IsComplete();
   }
 
  private:
@@ -166,12 +176,11 @@ class Factory {
 
   int32_t Id(const char* token) const { return tok_->TokenToId(token); }
 
+  // The tool-call grammar of `spec`, kept in the process's grammar cache (grammar/grammar.h,
+  // bounded in bytes) under a key of its own.
   StatusOr<std::shared_ptr<const grammar::Grammar>> ToolCalls(const Json& spec) {
-    const std::string key = spec.dump();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (auto it = tool_grammars_.find(key); it != tool_grammars_.end()) return it->second;
-    }
+    const std::string key = "tool_calls|" + spec.dump();
+    if (auto g = grammar::FindCachedGrammar(key)) return g;
     const bool v31 = spec.value("format", "") == "deepseek_v31";
     const int32_t calls_begin = Id("<｜tool▁calls▁begin｜>"),
                   calls_end = Id("<｜tool▁calls▁end｜>"), call_begin = Id("<｜tool▁call▁begin｜>"),
@@ -199,9 +208,7 @@ class Factory {
                                               : b.Empty();
     ASSIGN_OR_RETURN(std::shared_ptr<const grammar::Grammar> g,
                      b.Build(b.Seq({b.Token(calls_begin), one, more, b.Token(calls_end)})));
-    std::lock_guard<std::mutex> lock(mu_);
-    if (tool_grammars_.size() >= 64) tool_grammars_.clear();
-    tool_grammars_[key] = g;
+    grammar::CacheGrammar(key, g);
     return g;
   }
 
@@ -210,7 +217,6 @@ class Factory {
   std::vector<int32_t> stops_;
   std::mutex mu_;
   std::shared_ptr<const grammar::TokenVocab> vocab_;
-  std::map<std::string, std::shared_ptr<const grammar::Grammar>> tool_grammars_;
 };
 
 }  // namespace

@@ -43,6 +43,10 @@ class TokenConstraint {
   virtual void Restrict(float* logits, int vocab, int remaining) = 0;
   // The token drawn (one Restrict allowed). An error ends the request.
   virtual Status Accept(int32_t token) = 0;
+  // The constrained output is complete (a stop token may end it now): when the request's other
+  // adjustments exclude every token the constraint allows (ignore_eos bans the stop ids), the
+  // engine ends the request with "stop" instead of an error.
+  virtual bool Complete() const { return false; }
 };
 
 // Makes a request's constraint from its spec (EngineRequest::constraint; the format is the
@@ -62,6 +66,8 @@ class LogitsProcessor {
   const float* Apply(const float* row, int vocab, int generated, int remaining);
   // Records the drawn token (counts for the penalties; the constraint's state).
   Status Accept(int32_t token);
+  // The request's constraint says its output is complete (TokenConstraint::Complete).
+  bool ConstraintComplete() const { return constraint_ != nullptr && constraint_->Complete(); }
 
  private:
   LogitsAdjustments adj_;

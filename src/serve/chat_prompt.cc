@@ -1,8 +1,11 @@
 #include "serve/chat_prompt.h"
 
+#include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "grammar/grammar.h"
+#include "runtime/compile_slots.h"
 
 namespace epserve::serve {
 
@@ -88,6 +91,31 @@ ChatOutputOptions OutputOptions(const ServeContext& ctx, const CompletionParams&
   return o;
 }
 
+namespace {
+
+// How long a request waits for one of the process's compile slots (runtime/compile_slots.h).
+constexpr std::chrono::seconds kCompileSlotWait{30};
+
+// Compiles `schema` in one of the process's compile slots (a cache hit costs nothing more);
+// an error is the request's 400 (code grammar_too_complex past the grammar's bounds), no slot
+// in time its 503.
+std::optional<ApiError> CheckSchema(const Json& schema, const std::string& field,
+                                    const std::string& param) {
+  StatusOr<std::shared_ptr<const grammar::Grammar>> g = Status::Internal("not compiled");
+  const Status slot = CompileSlots::Process().Run([&] { g = grammar::CompileJsonSchema(schema); },
+                                                  kCompileSlotWait);
+  if (!slot.ok())
+    return ApiError{.http_status = 503,
+                    .message = "structured output: " + slot.message(),
+                    .type = "server_error"};
+  if (g.ok()) return std::nullopt;
+  return ApiError{.message = field + ": " + g.status().message(),
+                  .param = param,
+                  .code = grammar::IsTooComplex(g.status()) ? "grammar_too_complex" : ""};
+}
+
+}  // namespace
+
 std::variant<Constraint, ApiError> MakeConstraint(const ServeContext& ctx,
                                                   const CompletionParams& p) {
   Constraint c;
@@ -114,10 +142,9 @@ std::variant<Constraint, ApiError> MakeConstraint(const ServeContext& ctx,
   if (p.response_format == ResponseFormat::kJsonObject) {
     spec = {{"type", "json_object"}};
   } else if (p.response_format == ResponseFormat::kJsonSchema) {
-    StatusOr<std::shared_ptr<const grammar::Grammar>> g = grammar::CompileJsonSchema(p.json_schema);
-    if (!g.ok())
-      return ApiError{.message = "response_format.json_schema.schema: " + g.status().message(),
-                      .param = "response_format"};
+    if (auto e =
+            CheckSchema(p.json_schema, "response_format.json_schema.schema", "response_format"))
+      return *e;
     spec = {{"type", "json_schema"}, {"schema", p.json_schema}};
   } else if (p.tool_choice == ToolChoice::kRequired || p.tool_choice == ToolChoice::kNamed) {
     if (ctx.tool_format == ToolCallFormat::kNone)
@@ -133,11 +160,9 @@ std::variant<Constraint, ApiError> MakeConstraint(const ServeContext& ctx,
       Json params = f.contains("parameters") && f["parameters"].is_object()
                         ? f["parameters"]
                         : Json{{"type", "object"}};
-      StatusOr<std::shared_ptr<const grammar::Grammar>> g = grammar::CompileJsonSchema(params);
-      if (!g.ok())
-        return ApiError{.message = "tools[" + std::to_string(i) +
-                                   "].function.parameters: " + g.status().message(),
-                        .param = "tools"};
+      if (auto e =
+              CheckSchema(params, "tools[" + std::to_string(i) + "].function.parameters", "tools"))
+        return *e;
       tools.push_back({{"name", name}, {"parameters", params}});
     }
     spec = {{"type", "tool_calls"},

@@ -8,6 +8,8 @@
 
 #include <cstdio>
 
+#include "grammar/grammar.h"
+
 namespace epserve::serve {
 
 namespace {
@@ -166,6 +168,17 @@ std::string ServeMetrics::Render(const RouterMetrics& r) const {
   measured("epserve:expert_cross_machine_copies_per_token_before",
            "The same, measured over the window before the last re-placement.",
            [](const G& g) { return g.load.cross_copies_before; });
+  family("epserve:grammar_cache_bytes", "gauge",
+         "Bytes of compiled structured-output grammars (mask caches included) the group's "
+         "engine process keeps (bounded by --grammar-cache-mb).",
+         [](const G& g) { return double(g.load.grammar_cache_bytes); });
+  family("epserve:grammar_cache_grammars", "gauge",
+         "Compiled grammars the group's engine process keeps.",
+         [](const G& g) { return double(g.load.grammar_cache_entries); });
+  family("epserve:grammar_compile_seconds_total", "counter",
+         "Time the group's engine process spent compiling request constraints (off the "
+         "engine loop, in its compile slots).",
+         [](const G& g) { return g.load.grammar_compile_seconds; });
   family("epserve:router_tree_tokens", "gauge",
          "Prompt tokens the router's prefix tree attributes to the group.",
          [](const G& g) { return double(g.tree_tokens); });
@@ -200,6 +213,15 @@ std::string ServeMetrics::Render(const RouterMetrics& r) const {
       "# TYPE epserve:groups_up gauge\n"
       "epserve:groups_up{" +
       model + "} " + std::to_string(up) + "\n";
+  // The scheduler's own cache: it compiles every schema once to validate the request (the same
+  // cache as the groups' when they run in this process).
+  const grammar::GrammarCacheStats cache = grammar::GrammarCacheStatistics();
+  out +=
+      "# HELP epserve:scheduler_grammar_cache_bytes Bytes of compiled grammars this scheduler "
+      "process keeps (bounded by --grammar-cache-mb).\n"
+      "# TYPE epserve:scheduler_grammar_cache_bytes gauge\n"
+      "epserve:scheduler_grammar_cache_bytes{" +
+      model + "} " + std::to_string(cache.bytes) + "\n";
   return out;
 }
 
