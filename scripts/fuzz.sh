@@ -13,7 +13,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${EPSERVE_FUZZ_BUILD:-$root/build-fuzz}
 seconds=${1:-60}
 shift || true
-all_targets=(safetensors config trace placement planner tokenizer openai_request chat_request http)
+all_targets=(safetensors config trace placement planner tokenizer openai_request chat_request http grammar)
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then targets=("${all_targets[@]}"); fi
 for t in "${targets[@]}"; do

@@ -3,6 +3,7 @@
 // compiles in bounded work or is refused with an error naming the keyword, never a crash.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "grammar/grammar.h"
@@ -167,6 +168,38 @@ TEST(HostileGrammarTest, DoublingEmptyDagIsBounded) {
   auto g = b.Build(b.Seq({b.Literal("x"), e}));
   ASSERT_FALSE(g.ok());
   EXPECT_TRUE(IsTooComplex(g.status())) << g.status().message();
+}
+
+}  // namespace
+}  // namespace epserve::grammar
+
+namespace epserve::grammar {
+namespace {
+
+// 64 distinct schemas of large grammars used to stay cached by count (64 × 4M elements: 4.3 GB);
+// the cache is bounded by the bytes its grammars hold.
+TEST(GrammarCacheTest, BoundedInBytes) {
+  SetGrammarCacheBytes(size_t{8} << 20);
+  size_t largest = 0;
+  for (int i = 0; i < 24; ++i) {
+    auto g = CompileJsonSchema(
+        Json{{"type", "string"}, {"maxLength", 3000 + i}, {"description", std::to_string(i)}});
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    largest = std::max(largest, (*g)->MemoryBytes());
+    const GrammarCacheStats s = GrammarCacheStatistics();
+    EXPECT_LE(s.bytes, size_t{8} << 20);
+    EXPECT_GT(s.entries, 0u);
+  }
+  EXPECT_GT(largest * 24, size_t{8} << 20) << "the schemas must outgrow the bound";
+  EXPECT_GT(GrammarCacheStatistics().evictions, 0);
+  // The most recent one is still cached: the same grammar comes back.
+  auto again =
+      CompileJsonSchema(Json{{"type", "string"}, {"maxLength", 3023}, {"description", "23"}});
+  auto once_more =
+      CompileJsonSchema(Json{{"type", "string"}, {"maxLength", 3023}, {"description", "23"}});
+  ASSERT_TRUE(again.ok() && once_more.ok());
+  EXPECT_EQ(again->get(), once_more->get());
+  SetGrammarCacheBytes(kDefaultGrammarCacheBytes);
 }
 
 }  // namespace
