@@ -76,8 +76,15 @@ GrammarCache& GlobalCache() {
 
 StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(const nlohmann::ordered_json& schema,
                                                            const SchemaOptions& options) {
+  std::string dump;
+  try {
+    dump = schema.dump();
+  } catch (const nlohmann::json::exception& e) {  // a string that is not UTF-8 (type_error 316)
+    return Status::InvalidArgument(std::string("the schema cannot be written as JSON: ") +
+                                   e.what());
+  }
   const std::string key =
-      "schema|" + std::to_string(static_cast<int>(options.whitespace)) + "|" + schema.dump();
+      "schema|" + std::to_string(static_cast<int>(options.whitespace)) + "|" + dump;
   if (auto g = GlobalCache().Find(key)) return g;
   GrammarBuilder b;
   ASSIGN_OR_RETURN(GrammarBuilder::Expr root, b.JsonSchema(schema, options));

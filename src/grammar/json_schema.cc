@@ -481,7 +481,12 @@ class SchemaCompiler {
 StatusOr<GrammarBuilder::Expr> GrammarBuilder::JsonSchema(const nlohmann::ordered_json& schema,
                                                           const SchemaOptions& options) {
   SchemaCompiler compiler(*this, schema, options);
-  return compiler.Run();
+  try {
+    return compiler.Run();
+  } catch (const nlohmann::json::exception& e) {  // a value that is not UTF-8, written out
+    return Status::InvalidArgument(std::string("the schema cannot be written as JSON: ") +
+                                   e.what());
+  }
 }
 
 StatusOr<GrammarBuilder::Expr> GrammarBuilder::JsonSchema(const nlohmann::json& schema,

@@ -113,10 +113,13 @@ class PatternParser {
  private:
   Status Error(const std::string& what) const {
     // A long pattern is quoted by its start (a request may send 1 MB of it).
+    size_t cut = pattern_.size() <= 80 ? pattern_.size() : 60;
+    while (cut > 0 && cut < pattern_.size() && (static_cast<uint8_t>(pattern_[cut]) & 0xC0) == 0x80)
+      --cut;  // not inside a UTF-8 sequence
     const std::string quoted =
-        pattern_.size() <= 80
+        cut == pattern_.size()
             ? pattern_
-            : pattern_.substr(0, 60) + "... (" + std::to_string(pattern_.size()) + " bytes)";
+            : pattern_.substr(0, cut) + "... (" + std::to_string(pattern_.size()) + " bytes)";
     return Status::InvalidArgument("unsupported pattern '" + quoted + "': " + what);
   }
 
