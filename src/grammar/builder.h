@@ -54,6 +54,10 @@ inline constexpr size_t kMaxGrammarExprs = size_t{4} << 20;
 // is expanded); Build checks the start state, the matcher every later one.
 inline constexpr size_t kMaxClosure = size_t{1} << 18;
 bool IsTooComplex(const Status& s);
+// JSON nesting of a schema (every walk of it, nlohmann's dump included, recurses per level; a
+// request's body is bounded at 64 levels before it is parsed, a spec from elsewhere here).
+inline constexpr int kMaxSchemaNesting = 128;
+Status CheckSchemaNesting(const nlohmann::ordered_json& schema);
 
 struct SchemaOptions {
   Whitespace whitespace = Whitespace::kSingleSpace;

@@ -76,6 +76,7 @@ GrammarCache& GlobalCache() {
 
 StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(const nlohmann::ordered_json& schema,
                                                            const SchemaOptions& options) {
+  RETURN_IF_ERROR(CheckSchemaNesting(schema));
   std::string dump;
   try {
     dump = schema.dump();

@@ -179,17 +179,8 @@ class SchemaCompiler {
 
   Expr Literal(const Json& v) { return b_.Literal(v.dump()); }
 
-  // One level of schema nesting (the walk recurses per level; a request's JSON is bounded at
-  // 64 levels before it gets here, a spec from elsewhere is bounded here).
-  StatusOr<Expr> Compile(const Json& s, const std::string& ptr) {
-    if (depth_ >= kMaxSchemaDepth)
-      return Error("schema nested deeper than " + std::to_string(kMaxSchemaDepth) + " levels",
-                   ptr.size() <= 200 ? ptr : ptr.substr(0, 200) + "...");
-    ++depth_;
-    StatusOr<Expr> e = CompileLevel(s, ptr);
-    --depth_;
-    return e;
-  }
+  // Recursive per schema level: CheckSchemaNesting bounded the depth before.
+  StatusOr<Expr> Compile(const Json& s, const std::string& ptr) { return CompileLevel(s, ptr); }
 
   StatusOr<Expr> CompileLevel(const Json& s, const std::string& ptr) {
     if (s.is_boolean()) {
@@ -465,12 +456,9 @@ class SchemaCompiler {
     return b_.Seq({json::Open(b_, o_, '{'), first[0], json::Close(b_, o_, '}')});
   }
 
-  static constexpr int kMaxSchemaDepth = 256;
-
   GrammarBuilder& b_;
   const Json& root_;
   SchemaOptions o_;
-  int depth_ = 0;
   std::map<std::string, GrammarBuilder::RuleId> refs_;
   std::deque<std::pair<GrammarBuilder::RuleId, std::string>> pending_;
   std::unordered_map<const Json*, std::unordered_map<std::string, const Json*>> index_;
@@ -478,8 +466,23 @@ class SchemaCompiler {
 
 }  // namespace
 
+Status CheckSchemaNesting(const nlohmann::ordered_json& schema) {
+  std::vector<std::pair<const Json*, int>> todo = {{&schema, 1}};
+  while (!todo.empty()) {
+    const auto [j, depth] = todo.back();
+    todo.pop_back();
+    if (depth > kMaxSchemaNesting)
+      return Status::InvalidArgument("schema nested deeper than " +
+                                     std::to_string(kMaxSchemaNesting) + " levels of JSON");
+    if (j->is_structured())
+      for (const Json& child : *j) todo.push_back({&child, depth + 1});
+  }
+  return Status::Ok();
+}
+
 StatusOr<GrammarBuilder::Expr> GrammarBuilder::JsonSchema(const nlohmann::ordered_json& schema,
                                                           const SchemaOptions& options) {
+  RETURN_IF_ERROR(CheckSchemaNesting(schema));
   SchemaCompiler compiler(*this, schema, options);
   try {
     return compiler.Run();

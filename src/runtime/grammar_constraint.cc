@@ -130,6 +130,8 @@ class Factory {
     const Json spec = Json::parse(spec_text, nullptr, /*allow_exceptions=*/false);
     if (!spec.is_object() || !spec.contains("type") || !spec["type"].is_string())
       return Status::InvalidArgument("constraint: not a JSON object with a string \"type\"");
+    // Every walk below (dump, the schema compiler) recurses per level of the spec's JSON.
+    RETURN_IF_ERROR(grammar::CheckSchemaNesting(spec).WithContext("constraint"));
     const std::string type = spec["type"].get<std::string>();
     if (type == "script") {
       std::vector<int32_t> tokens;
