@@ -15,7 +15,7 @@ PACKAGES=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc prometheus-cpp-dev
   python3-torch python3-numpy python3-matplotlib python3-jinja2 python3-jsonschema
   nodejs
-  iproute2
+  iproute2 time
 )
 
 missing=()

@@ -1,8 +1,5 @@
 #include "io/safetensors_writer.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
@@ -10,13 +7,32 @@
 
 namespace epserve {
 
+Status TensorSink::Append(const void* data, size_t size) {
+  bytes_written_ += size;
+  return file_->Write(data, size);
+}
+
+void SafetensorsWriter::AddEntry(const std::string& name, Entry entry) {
+  int64_t n = 1;
+  for (int64_t d : entry.shape) n *= d;
+  entry.num_bytes = static_cast<size_t>(n) * DTypeSize(entry.dtype);
+  auto it = entries_.find(name);
+  if (it != entries_.end()) total_bytes_ -= it->second.num_bytes;  // replaced
+  total_bytes_ += entry.num_bytes;
+  entries_[name] = std::move(entry);
+}
+
 void SafetensorsWriter::Add(const std::string& name, DType dtype, std::vector<int64_t> shape,
                             std::vector<uint8_t> bytes) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  CHECK(static_cast<size_t>(n) * DTypeSize(dtype) == bytes.size()) << name;
-  total_bytes_ += bytes.size();
-  entries_[name] = Entry{dtype, std::move(shape), std::move(bytes)};
+  const size_t size = bytes.size();
+  AddEntry(name, Entry{dtype, std::move(shape), 0, std::move(bytes), nullptr});
+  CHECK(entries_.at(name).num_bytes == size) << name;
+}
+
+void SafetensorsWriter::Add(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                            Producer produce) {
+  CHECK(produce != nullptr) << name;
+  AddEntry(name, Entry{dtype, std::move(shape), 0, {}, std::move(produce)});
 }
 
 std::vector<std::string> SafetensorsWriter::Names() const {
@@ -25,13 +41,15 @@ std::vector<std::string> SafetensorsWriter::Names() const {
   return names;
 }
 
-Status SafetensorsWriter::Write(const std::string& path) const {
+Status SafetensorsWriter::Write(const std::string& path, const Progress& progress) const {
   nlohmann::ordered_json header;
   if (!metadata_.empty()) header["__metadata__"] = metadata_;
   uint64_t offset = 0;
   for (const auto& [name, e] : entries_) {
-    header[name] = {{"dtype", DTypeName(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.bytes.size()}}};
-    offset += e.bytes.size();
+    header[name] = {{"dtype", DTypeName(e.dtype)},
+                    {"shape", e.shape},
+                    {"data_offsets", {offset, offset + e.num_bytes}}};
+    offset += e.num_bytes;
   }
   std::string text = header.dump();
   while (text.size() % 8 != 0) text.push_back(' ');
@@ -39,7 +57,20 @@ Status SafetensorsWriter::Write(const std::string& path) const {
   uint64_t len = text.size();
   RETURN_IF_ERROR(f.Write(&len, 8));
   RETURN_IF_ERROR(f.Write(text));
-  for (const auto& [name, e] : entries_) RETURN_IF_ERROR(f.Write(e.bytes.data(), e.bytes.size()));
+  uint64_t done = 0;
+  for (const auto& [name, e] : entries_) {
+    if (e.produce) {
+      TensorSink sink(&f);
+      RETURN_IF_ERROR(e.produce(sink));
+      // A short or long tensor would shift every later offset: our bug, not the user's.
+      CHECK(sink.bytes_written() == e.num_bytes)
+          << name << ": producer wrote " << sink.bytes_written() << " bytes, want " << e.num_bytes;
+    } else {
+      RETURN_IF_ERROR(f.Write(e.bytes.data(), e.bytes.size()));
+    }
+    done += e.num_bytes;
+    if (progress) progress(done, total_bytes_);
+  }
   return f.Commit();
 }
 

@@ -1,9 +1,12 @@
 // Deterministic random checkpoints in exactly the Hugging Face DeepSeek layout (same tensor
 // names, shapes, dtypes, FP8 128x128 block scales, e_score_correction_bias), for tests and
 // benchmarks: `epserve make-model`. Each tensor's values depend only on (seed, tensor name),
-// so the output is byte-identical across runs and independent of writing order.
+// so the output is byte-identical across runs and independent of writing order. The writer
+// streams: each tensor's values are generated when its turn in the file comes, a chunk (at most
+// 128 rows for FP8 tiles) at a time, so memory stays a few MB whatever the preset or shard size.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -28,8 +31,9 @@ struct SyntheticOptions {
   // one-layer draft agrees with the whole model often. Else all random.
   bool mtp_from_main = false;
   int num_shards = 1;  // > 1 writes model-0000i-of-0000N.safetensors + index
-  // Called after each shard is written with (shards done, total); may be null.
-  std::function<void(int done, int total)> progress;
+  // Called after each tensor is written with (bytes of tensor data written so far, in all
+  // shards; their total); may be null.
+  std::function<void(uint64_t bytes_done, uint64_t bytes_total)> progress;
 };
 
 // Known presets: "tiny", "tiny-v2", "bench" (see docs/checkpoint-format.md).
