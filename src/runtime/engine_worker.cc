@@ -55,6 +55,18 @@ StatusOr<RequestId> EngineWorker::Submit(EngineRequest request,
                                          std::shared_ptr<RequestStream> stream,
                                          std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto refusal = [this]() -> Status {
+    if (!options_.lockstep.leader())
+      return Status::Unavailable("not a DP group leader: requests go to TP rank 0");
+    if (!accepting_)
+      return Status::Unavailable(failure_.empty() ? "the server is shutting down" : failure_);
+    return Status::Ok();
+  };
+  {
+    // Checked before compiling too, so a refused request does not take a compile slot.
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(refusal());
+  }
   auto pending = std::make_shared<PendingSubmit>();
   if (!request.constraint.empty()) {
     // The grammar compiles here, in one of the process's compile slots, never on the stepping
@@ -73,10 +85,7 @@ StatusOr<RequestId> EngineWorker::Submit(EngineRequest request,
   std::future<StatusOr<RequestId>> result = pending->result.get_future();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!options_.lockstep.leader())
-      return Status::Unavailable("not a DP group leader: requests go to TP rank 0");
-    if (!accepting_)
-      return Status::Unavailable(failure_.empty() ? "the server is shutting down" : failure_);
+    RETURN_IF_ERROR(refusal());
     submits_.push_back(std::move(pending));
   }
   cv_.notify_all();
