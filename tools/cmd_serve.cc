@@ -54,8 +54,10 @@ struct ServeFlags {
   std::string ssl_certfile, ssl_keyfile;
   int64_t max_body_bytes = 1 << 20;
   int max_concurrent = 256;
+  int64_t max_output_units = serve::kDefaultMaxOutputUnits;
   int http_threads = 0;
   double http_header_timeout = 10, http_read_timeout = 10, http_keep_alive = 5;
+  double admin_replace_interval = 10;
   EngineFlags engine;
   // Deployment.
   std::string engines;
@@ -368,6 +370,7 @@ Status RunServe(const ServeFlags& f) {
                  ctx.scripted_outputs.size());
   }
   ctx.max_sessions = f.max_concurrent;
+  ctx.max_output_units = f.max_output_units;
   ctx.resume_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.resume_timeout * 1000));
   if (world) ctx.groups_may_return = [w = world.get()] { return w->healing(); };
   if (world && f.replace.every >= 0)
@@ -388,7 +391,8 @@ Status RunServe(const ServeFlags& f) {
        .ssl_keyfile = f.ssl_keyfile,
        .header_timeout_ms = static_cast<int>(f.http_header_timeout * 1000),
        .read_timeout_ms = static_cast<int>(f.http_read_timeout * 1000),
-       .keep_alive_timeout_ms = static_cast<int>(f.http_keep_alive * 1000)});
+       .keep_alive_timeout_ms = static_cast<int>(f.http_keep_alive * 1000),
+       .admin_replace_interval_ms = static_cast<int>(f.admin_replace_interval * 1000)});
   ASSIGN_OR_RETURN(int port, server.Bind());
   std::atomic<bool> done{false};
   auto cancel_all = [&] {
@@ -449,6 +453,12 @@ void RegisterServeCommand(CLI::App& app, CommandContext& ctx) {
       ->check(IntRange(1, 1 << 16))
       ->capture_default_str()
       ->group(http);
+  cmd->add_option("--max-output-units", f->max_output_units,
+                  "a request's bound on n x max_tokens x (1 + top logprobs), the size of its "
+                  "answer (400 above; 0: none)")
+      ->check(IntRange(0, int64_t{1} << 40))
+      ->capture_default_str()
+      ->group(http);
   cmd->add_option("--http-threads", f->http_threads,
                   "HTTP connections open at once, each on its own thread (default: 1024, or "
                   "max-concurrent-requests + 16 if more); up to as many again are answered 503 "
@@ -470,6 +480,12 @@ void RegisterServeCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--http-keep-alive", f->http_keep_alive,
                   "seconds an idle keep-alive connection stays open")
       ->check(CLI::Range(0.01, 3600.0))
+      ->capture_default_str()
+      ->group(http);
+  cmd->add_option("--admin-replace-interval", f->admin_replace_interval,
+                  "seconds: POST /admin/replace-experts is accepted at most once per this "
+                  "interval (429 with Retry-After before; 0: no limit)")
+      ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str()
       ->group(http);
   f->engine.AddTo(cmd);

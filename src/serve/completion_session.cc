@@ -48,14 +48,22 @@ std::variant<std::unique_ptr<CompletionSession>, ApiError> CompletionSession::St
                     .message = "The model '" + params.model + "' does not exist",
                     .param = "model",
                     .code = "model_not_found"};
+  // Before the prompt is built: a refused answer costs nothing.
+  if (params.max_tokens_set)
+    if (auto e = CheckOutputUnits(params, ctx.max_output_units)) return *e;
   auto built = BuildPrompt(ctx, params);
   if (auto* e = std::get_if<ApiError>(&built)) return *e;
   std::vector<int32_t> prompt = std::move(std::get<std::vector<int32_t>>(built));
   if (prompt.empty()) return ApiError{.message = "the prompt is empty", .param = "prompt"};
   if (params.endpoint == Endpoint::kChat && !params.max_tokens_set) {
     const int64_t room = ctx.max_model_len - static_cast<int64_t>(prompt.size());
-    params.max_tokens = static_cast<int>(std::clamp<int64_t>(
-        room, 1, std::max<int64_t>(kDefaultChatMaxTokens, params.adjust.min_tokens)));
+    int64_t most = kDefaultChatMaxTokens;
+    // The default fits the answer's bound too (the tokens and top logprobs of n choices).
+    if (ctx.max_output_units > 0)
+      most = std::min(most, ctx.max_output_units / (params.n * (1 + std::max(0, params.logprobs))));
+    params.max_tokens = static_cast<int>(
+        std::clamp<int64_t>(room, 1, std::max<int64_t>(most, params.adjust.min_tokens)));
+    if (auto e = CheckOutputUnits(params, ctx.max_output_units)) return *e;
   }
   auto constraint = MakeConstraint(ctx, params);
   if (auto* e = std::get_if<ApiError>(&constraint)) return *e;
@@ -150,6 +158,8 @@ CompletionSession::Choice& CompletionSession::NewChoice(int index) {
     c->chat_out = std::make_unique<ChatOutput>(*ctx_.tokenizer, OutputOptions(ctx_, params_));
   else
     c->text_out = std::make_unique<OutputText>(*ctx_.tokenizer, params_.stop);
+  if (!params_.stream && params_.logprobs >= 0)
+    c->logprobs_text = std::make_unique<LogprobsText>(*ctx_.tokenizer, params_.endpoint);
   choices_.push_back(std::move(c));
   return *choices_.back();
 }
@@ -249,7 +259,10 @@ bool CompletionSession::Consume(Choice& c, const TokenEvent& ev, std::string* ou
     }
     c.last_token = now;
     c.token_ids.push_back(ev.token);
-    c.pending_tokens.push_back(&ev);
+    if (out != nullptr)
+      c.pending_tokens.push_back(&ev);
+    else if (c.logprobs_text)
+      c.logprobs_text->Add(ev);
     if (c.chat_out)
       c.chat_out->Add(ev.token, &deltas);
     else
@@ -320,37 +333,7 @@ Json CompletionSession::Usage() const {
 Json CompletionSession::Logprobs(const std::vector<const TokenEvent*>& tokens,
                                  size_t text_offset) const {
   if (params_.logprobs < 0) return nullptr;
-  const text::Tokenizer& tok = *ctx_.tokenizer;
-  if (params_.endpoint == Endpoint::kChat) {
-    Json content = Json::array();
-    for (const TokenEvent* ev : tokens) {
-      auto entry = [&](int32_t id, float lp) {
-        const std::string t = TokenText(tok, id);
-        return Json{{"token", t}, {"logprob", lp}, {"bytes", TokenBytes(tok, id)}};
-      };
-      Json e = entry(ev->token, ev->logprob);
-      e["top_logprobs"] = Json::array();
-      for (const auto& [id, lp] : ev->top_logprobs) e["top_logprobs"].push_back(entry(id, lp));
-      content.push_back(e);
-    }
-    return {{"content", content}};
-  }
-  Json out = {{"tokens", Json::array()},
-              {"token_logprobs", Json::array()},
-              {"top_logprobs", Json::array()},
-              {"text_offset", Json::array()}};
-  size_t offset = text_offset;
-  for (const TokenEvent* ev : tokens) {
-    const std::string t = TokenText(tok, ev->token);
-    out["tokens"].push_back(t);
-    out["token_logprobs"].push_back(ev->logprob);
-    Json top = Json::object();
-    for (const auto& [id, lp] : ev->top_logprobs) top[TokenText(tok, id)] = lp;
-    out["top_logprobs"].push_back(top);
-    out["text_offset"].push_back(offset);
-    offset += t.size();
-  }
-  return out;
+  return LogprobsJson(*ctx_.tokenizer, params_.endpoint, tokens, text_offset);
 }
 
 Json CompletionSession::Message(const Choice& c) const {
@@ -370,6 +353,13 @@ Json CompletionSession::Message(const Choice& c) const {
 }
 
 std::variant<Json, ApiError> CompletionSession::Collect(std::function<bool()> client_gone) {
+  auto text = CollectText(std::move(client_gone));
+  if (auto* e = std::get_if<ApiError>(&text)) return *e;
+  return Json::parse(std::get<std::string>(text));
+}
+
+std::variant<std::string, ApiError> CompletionSession::CollectText(
+    std::function<bool()> client_gone) {
   std::vector<TokenEvent> batch;
   auto next_check = std::chrono::steady_clock::now();
   for (auto& cp : choices_) {
@@ -401,38 +391,52 @@ std::variant<Json, ApiError> CompletionSession::Collect(std::function<bool()> cl
         continue;
       }
       c.last_event = std::chrono::steady_clock::now();
-      for (TokenEvent& ev : batch) {
-        c.events.push_back(std::move(ev));
-        if (!Consume(c, c.events.back(), nullptr)) break;
-      }
+      for (const TokenEvent& ev : batch)
+        if (!Consume(c, ev, nullptr)) break;
       SubmitOthers();
     }
     if (c.finish == FinishReason::kError)
       return ServerError("generation failed: " + ForClient(c.error));
     if (c.finish == FinishReason::kCancelled) return ServerError("the request was cancelled", 503);
   }
-  Json choices = Json::array();
+  // The JSON nlohmann::json would write for the answer (its objects' keys sorted), written
+  // directly: the logprobs, nearly all of a large answer, were written as the tokens came.
+  size_t size = 1024;
+  for (const auto& c : choices_)
+    size += (c->logprobs_text ? c->logprobs_text->size() : 0) + c->text.size() * 11 / 10 +
+            (params_.return_token_ids ? c->token_ids.size() * 7 : 0);
+  std::string out;
+  out.reserve(size);
+  out += "{\"choices\":[";
   for (auto& cp : choices_) {
     Choice& c = *cp;
-    std::vector<const TokenEvent*> all;
-    for (const TokenEvent& ev : c.events)
-      if (ev.token >= 0) all.push_back(&ev);
-    Json choice = {
-        {"index", c.index}, {"logprobs", Logprobs(all, 0)}, {"finish_reason", FinishName(c)}};
+    if (c.index > 0) out += ',';
+    out += "{\"finish_reason\":" + Json(FinishName(c)).dump();
+    out += ",\"index\":" + std::to_string(c.index) + ",\"logprobs\":";
+    if (c.logprobs_text) {
+      c.logprobs_text->AppendTo(&out);
+    } else {
+      out += "null";
+    }
     if (c.chat_out)
-      choice["message"] = Message(c);
+      out += ",\"message\":" + Message(c).dump();
     else
-      choice["text"] = c.text;
-    if (params_.return_token_ids) choice["token_ids"] = c.token_ids;
-    choices.push_back(choice);
+      out += ",\"text\":" + Json(c.text).dump();
+    if (params_.return_token_ids) {
+      out += ",\"token_ids\":[";
+      for (size_t i = 0; i < c.token_ids.size(); ++i)
+        (out += i > 0 ? "," : "") += std::to_string(c.token_ids[i]);
+      out += ']';
+    }
+    out += '}';
   }
-  return Json{
-      {"id", id_text_},
-      {"object", params_.endpoint == Endpoint::kChat ? "chat.completion" : "text_completion"},
-      {"created", created_},
-      {"model", ctx_.model_name},
-      {"choices", choices},
-      {"usage", Usage()}};
+  out += "],\"created\":" + std::to_string(created_);
+  out += ",\"id\":" + Json(id_text_).dump();
+  out += ",\"model\":" + Json(ctx_.model_name).dump();
+  out += params_.endpoint == Endpoint::kChat ? ",\"object\":\"chat.completion\""
+                                             : ",\"object\":\"text_completion\"";
+  out += ",\"usage\":" + Usage().dump() + "}";
+  return out;
 }
 
 Json CompletionSession::ChunkEnvelope(Json choice, bool with_usage) const {

@@ -37,6 +37,9 @@ struct ServeContext {
   const text::ChatTemplate* chat_template = nullptr;  // null: /v1/chat/completions is a 400
   std::string model_name;
   int64_t max_model_len = 0;
+  // A request's bound on n x max_tokens x (1 + top logprobs) (serve --max-output-units; 0:
+  // none), the size of its answer: larger ones get 400 (openai_request.h, CheckOutputUnits).
+  int64_t max_output_units = kDefaultMaxOutputUnits;
   // How long a request may go without an event before it fails (an engine that stopped).
   std::chrono::milliseconds idle_timeout = std::chrono::seconds(120);
   // How long a request whose group failed waits for a group to take it back (serve
@@ -74,9 +77,14 @@ class CompletionSession {
                                                                           CompletionParams params);
   ~CompletionSession();  // cancels the request if it has not finished
 
-  // Non-streaming: waits for the end and returns the response body. `client_gone`, when
-  // given, is asked every 200 ms: once true the request is cancelled (the engine stops
-  // generating for nobody) and the error is a 499 nobody reads.
+  // Non-streaming: waits for the end and returns the response body, JSON text written as the
+  // answer is built (its logprobs as the tokens arrive), so it costs about its own bytes, never
+  // a JSON tree of itself. `client_gone`, when given, is asked every 200 ms: once true the
+  // request is cancelled (the engine stops generating for nobody) and the error is a 499
+  // nobody reads.
+  std::variant<std::string, ApiError> CollectText(std::function<bool()> client_gone = {});
+  // The same, parsed (the same JSON: nlohmann::json's objects are as sorted as CollectText
+  // writes them). Its tree is ~10x the text: HTTP answers should send CollectText's.
   std::variant<nlohmann::json, ApiError> Collect(std::function<bool()> client_gone = {});
   // Streaming: waits up to `wait` for events and appends their SSE chunks ("data: {...}\n\n",
   // the last one "data: [DONE]\n\n") to *out. Returns true once the stream is complete.
@@ -89,12 +97,15 @@ class CompletionSession {
   struct Choice {
     int index = 0;
     std::shared_ptr<RequestStream> stream = std::make_shared<RequestStream>();
-    EngineRequest request;                 // as submitted (a retry submits it again)
-    RoutedRequest routed;                  // group and engine id; group -1 before submission
-    std::unique_ptr<OutputText> text_out;  // completions
-    std::unique_ptr<ChatOutput> chat_out;  // chat
-    std::deque<TokenEvent> events;         // every event so far (pending_tokens point into it)
-    std::vector<const TokenEvent*> pending_tokens;  // not yet sent with a chunk
+    EngineRequest request;                        // as submitted (a retry submits it again)
+    RoutedRequest routed;                         // group and engine id; group -1 before submission
+    std::unique_ptr<OutputText> text_out;         // completions
+    std::unique_ptr<ChatOutput> chat_out;         // chat
+    std::unique_ptr<LogprobsText> logprobs_text;  // whole answers with logprobs
+    // Streaming: every event so far (pending_tokens point into it), and the tokens not yet
+    // sent with a chunk. Whole answers keep neither (logprobs_text has their logprobs).
+    std::deque<TokenEvent> events;
+    std::vector<const TokenEvent*> pending_tokens;
     std::vector<int32_t> token_ids;
     std::string text;  // completions: everything given out
     int64_t cached_tokens = 0;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -242,6 +243,74 @@ class BeastStream {
 
 std::chrono::milliseconds Ms(int ms) { return std::chrono::milliseconds(ms); }
 
+bool IsHeader(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && strncasecmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::string_view TrimOws(std::string_view v) {
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+  return v;
+}
+
+// RFC 9110 5.6.2's tchar.
+bool IsToken(std::string_view v) {
+  static constexpr std::string_view kSpecials = "!#$%&'*+-.^_`|~";
+  return !v.empty() && std::all_of(v.begin(), v.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 ||
+           kSpecials.find(c) != std::string_view::npos;
+  });
+}
+
+// How the request's body is framed (RFC 9112 6.1, 6.3), checked before anything is answered:
+// the bytes after the head are only ever read as the next request when the body's length is
+// beyond doubt. The one transfer coding served is `chunked` alone (any case); an unknown coding
+// (gzip, identity, ...) is 501, as nginx and Go answer; a list that is not one (an empty or
+// malformed element, `chunked` twice or not last), a Transfer-Encoding beside a Content-Length
+// (which RFC 9112 6.3 lets a server process as chunked; refusing is safer behind proxies that
+// pick the other) or under HTTP/1.0 is 400. Either way the connection then closes.
+std::optional<HttpRefusal> CheckFraming(const HttpRequest& req) {
+  std::vector<std::string_view> codings;
+  bool transfer_encoding = false, content_length = false;
+  for (const auto& [name, value] : req.headers) {
+    if (IsHeader(name, "Content-Length")) content_length = true;
+    if (!IsHeader(name, "Transfer-Encoding")) continue;
+    transfer_encoding = true;
+    std::string_view rest = value;
+    for (;;) {
+      const size_t comma = rest.find(',');
+      codings.push_back(TrimOws(rest.substr(0, comma)));
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+  }
+  if (!transfer_encoding) return std::nullopt;
+  auto bad = [](const std::string& why) {
+    return HttpRefusal{400, why, "invalid_transfer_encoding"};
+  };
+  if (req.version == 10) return bad("an HTTP/1.0 request cannot have a Transfer-Encoding");
+  if (content_length)
+    return bad("a request with both Transfer-Encoding and Content-Length is refused");
+  std::string unknown;
+  for (size_t i = 0; i < codings.size(); ++i) {
+    const std::string_view c = codings[i];
+    if (!IsToken(TrimOws(c.substr(0, c.find(';')))))
+      return bad("Transfer-Encoding is not a list of transfer codings");
+    if (IsHeader(c, "chunked")) {
+      if (i + 1 != codings.size())
+        return bad("Transfer-Encoding: chunked must come once, as the last coding");
+    } else if (unknown.empty()) {
+      unknown = std::string(c);
+    }
+  }
+  if (!unknown.empty())
+    return HttpRefusal{501,
+                       "the transfer coding '" + unknown +
+                           "' is not implemented (only Transfer-Encoding: chunked is)",
+                       "unsupported_transfer_encoding"};
+  return std::nullopt;
+}
+
 class Connection {
  public:
   Connection(Transport& t, bool overloaded, const HttpLimits& limits, HttpHandler& handler,
@@ -299,6 +368,7 @@ class Connection {
                                std::string(f.value().data(), f.value().size()));
     req.fd = t_.fd();
     req.overloaded = overloaded_;
+    if (auto refusal = CheckFraming(req)) return Refuse(req, *refusal);
     if (target.size() > limits_.max_target_bytes)
       return Refuse(req, {414,
                           "the request target is longer than " +
@@ -306,14 +376,15 @@ class Connection {
                           "uri_too_long"});
     if (req.headers.size() > limits_.max_headers)
       return Refuse(req, {431, TooLargeHead(), "request_header_fields_too_large"});
-    const bool keep = head.keep_alive() && !last;
+    const bool client_keep = head.keep_alive();
+    const bool keep = client_keep && !last;
     const bool body_pending = !parser.is_done();
 
     HttpResponse res;
     if (handler_.Screen(req, &res)) {
       // Answered from the head: a body still coming is not read, so the connection ends.
       linger_ = body_pending;
-      return Answer(req, res, keep && !body_pending);
+      return AnswerAndEnd(req, res, keep && !body_pending, client_keep);
     }
     if (body_pending) {
       if (beast::iequals(head[http::field::expect], "100-continue")) {
@@ -333,7 +404,17 @@ class Connection {
     }
     req.body = parser.release().body();
     handler_.Handle(req, &res);
-    return Answer(req, res, keep);
+    return AnswerAndEnd(req, res, keep, client_keep);
+  }
+
+  // Answer(), and when it ends a connection its client meant to keep (the keep-alive limit,
+  // a 503 beyond the connection bound, the server stopping), a lingering close: that client
+  // may have pipelined more requests, and closing with them unread sends a reset, which can
+  // discard the answers already written from the client's buffer before it reads them.
+  bool AnswerAndEnd(const HttpRequest& req, HttpResponse& res, bool keep, bool client_keep) {
+    const bool more = Answer(req, res, keep);
+    if (!more && client_keep) linger_ = true;
+    return more;
   }
 
   // A head that could not be read whole.

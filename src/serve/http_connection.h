@@ -7,8 +7,14 @@
 //  - the head is bounded in bytes (431), header count (431) and target length (414); the body
 //    in bytes whatever the transfer encoding (413, and the connection closes without reading
 //    more: at most `max_body_bytes` is ever held);
+//  - a body's framing must be beyond doubt before anything is answered: a Transfer-Encoding
+//    other than `chunked` alone is refused (501 for an unknown coding, 400 for a malformed
+//    list, or beside a Content-Length, or under HTTP/1.0) and the connection closes, so the
+//    bytes after such a head are never read as another request (request smuggling);
 //  - pipelined requests (sent before their predecessors were answered) are read from the same
-//    buffer and answered in order;
+//    buffer and answered in order; a connection the server ends while its client meant to keep
+//    it (the keep-alive limit, a refusal) closes lingering: our side shut down, what the client
+//    still sends read and dropped for up to 2 s, so the answers written reach it;
 //  - an idle keep-alive connection closes after `keep_alive_timeout_ms`, or once the server
 //    stops.
 // What to answer is the HttpHandler's: the connection calls Screen with the head, reads the body

@@ -257,8 +257,9 @@ void HttpServer::Finished(const HttpRequest& req, int status) {
 }
 
 void HttpServer::Routes() {
-  routes_["/health"]["GET"] = [this](const HttpRequest&, HttpResponse* res) {
-    // 200 while some DP group can take requests ("degraded" when not all can); 503 otherwise.
+  routes_["/health"]["GET"] = [this](const HttpRequest& req, HttpResponse* res) {
+    // 200 while some DP group can take requests ("degraded" when not all can, or while the
+    // connection bound is reached and other requests get 503); 503 otherwise.
     const int up = ctx_.router->num_up(), all = ctx_.router->num_groups();
     const bool ok = !ctx_.draining && up > 0;
     if (ctx_.draining)
@@ -268,6 +269,12 @@ void HttpServer::Routes() {
     else if (up < all)
       res->body = "degraded: " + std::to_string(all - up) + " of " + std::to_string(all) +
                   " engine groups down\n";
+    // This connection counts: at the bound, the next one is refused whether or not this is.
+    const int bound = std::max(1, options_.num_threads), open = OpenConnections();
+    if (ok && (req.overloaded || open >= bound))
+      res->body += "degraded: HTTP connections at the bound (" + std::to_string(open) +
+                   " open, --http-threads " + std::to_string(bound) +
+                   "): requests on new connections get 503 too_many_connections\n";
     res->status = ok ? 200 : 503;
   };
   routes_["/metrics"]["GET"] = [this](const HttpRequest&, HttpResponse* res) {
@@ -319,9 +326,12 @@ void HttpServer::Routes() {
           std::move(std::get<std::unique_ptr<CompletionSession>>(started));
       if (!stream) {
         // A client that gives up cancels its request: its socket is watched while it runs.
-        auto result = session->Collect([fd = req.fd] { return ClientClosed(fd); });
+        // Serialized as it is built: a tree of a large answer (n x max_tokens x top_logprobs)
+        // would be ~10x its text.
+        auto result = session->CollectText([fd = req.fd] { return ClientClosed(fd); });
         if (auto* e = std::get_if<ApiError>(&result)) return SendError(res, *e);
-        SetJson(res, std::get<Json>(result));
+        res->content_type = "application/json";
+        res->body = std::move(std::get<std::string>(result));
         return;
       }
       res->content_type = "text/event-stream";
@@ -344,7 +354,7 @@ void HttpServer::Routes() {
     if (auto* e = std::get_if<ApiError>(&built)) return SendError(res, *e);
     const auto& ids = std::get<std::vector<int32_t>>(built);
     Json out = {{"count", ids.size()}, {"max_model_len", ctx_.max_model_len}, {"tokens", ids}};
-    if (body.value("return_token_strs", false)) {
+    if (std::get<CompletionParams>(parsed).return_token_strs) {
       Json strs = Json::array();
       for (int32_t id : ids) strs.push_back(ctx_.tokenizer->IdToToken(id));
       out["token_strs"] = strs;
@@ -383,12 +393,31 @@ void HttpServer::Routes() {
                              .message = "this deployment does not re-place experts (it needs "
                                         "serve --np with --replace-every)",
                              .code = "replacement_not_enabled"});
+    // Rate-limited: each accepted request moves expert weights between the ranks.
+    std::lock_guard<std::mutex> lock(admin_mu_);
+    const auto now = std::chrono::steady_clock::now();
+    const auto interval = std::chrono::milliseconds(options_.admin_replace_interval_ms);
+    if (last_replacement_ != std::chrono::steady_clock::time_point{} &&
+        now < last_replacement_ + interval) {
+      const std::string retry = std::to_string(std::max<int64_t>(
+          1, std::chrono::ceil<std::chrono::seconds>(last_replacement_ + interval - now).count()));
+      char every[32];
+      std::snprintf(every, sizeof(every), "%g", options_.admin_replace_interval_ms / 1000.0);
+      SendError(res, {.http_status = 429,
+                      .message = std::string("at most one re-placement is accepted per ") + every +
+                                 " s (--admin-replace-interval); retry in " + retry + " s",
+                      .code = "rate_limit_exceeded",
+                      .type = "rate_limit_error"});
+      res->headers.emplace_back("Retry-After", retry);
+      return;
+    }
     const Status st = ctx_.replace_experts();
     if (!st.ok())
       return SendError(res, {.http_status = 503,
                              .message = st.message(),
                              .code = "replacement_unavailable",
                              .type = "server_error"});
+    last_replacement_ = now;
     SetJson(res, Json{{"status", "requested"}});
   };
   for (const char* path : {"/v1/tokenize", "/tokenize"}) routes_[path]["POST"] = tokenize;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -37,8 +38,9 @@ struct HttpServerOptions {
   // Connections open at once, each on its own thread. Slow clients (headers a byte at a time)
   // and long streams hold theirs, so a fixed pool would let a few hundred of them starve
   // everyone. Beyond this bound (up to as many again) a connection is answered at once with
-  // 503, except /health (so a flood cannot hide the server's state); beyond twice the bound
-  // new connections wait in the kernel's backlog until one ends.
+  // 503, except /health (so a flood cannot hide the server's state: it answers 200 saying
+  // `degraded: HTTP connections at the bound` while the bound is reached); beyond twice the
+  // bound new connections wait in the kernel's backlog until one ends.
   int num_threads = 1024;
   std::string ssl_certfile, ssl_keyfile;  // both set: HTTPS
   int listen_backlog = 1024;              // pending connections the kernel queues
@@ -50,6 +52,9 @@ struct HttpServerOptions {
   int read_timeout_ms = 10000;
   int keep_alive_timeout_ms = 5000;
   int keep_alive_max_requests = 1000;
+  // POST /admin/replace-experts is accepted at most once per this interval (a re-placement
+  // moves expert weights between ranks); earlier ones get 429 with Retry-After. 0: no limit.
+  int admin_replace_interval_ms = 10000;
 };
 
 class HttpServer : private HttpHandler {
@@ -85,6 +90,8 @@ class HttpServer : private HttpHandler {
   std::mutex mu_;
   std::condition_variable connection_ended_;
   int connections_ = 0;  // open, each on its own thread
+  std::mutex admin_mu_;  // held while a re-placement is asked for
+  std::chrono::steady_clock::time_point last_replacement_{};  // accepted; {}: none yet
 };
 
 // Whether `a` equals `b`, in time that depends only on their lengths.

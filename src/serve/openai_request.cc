@@ -1,5 +1,6 @@
 #include "serve/openai_request.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -402,8 +403,26 @@ std::variant<CompletionParams, ApiError> ParseCompletionRequest(const Json& body
   return p;
 }
 
+int64_t OutputUnits(const CompletionParams& params) {
+  return int64_t{params.n} * params.max_tokens * (1 + std::max(0, params.logprobs));
+}
+
+std::optional<ApiError> CheckOutputUnits(const CompletionParams& params, int64_t max_units) {
+  const int64_t units = OutputUnits(params);
+  if (max_units <= 0 || units <= max_units) return std::nullopt;
+  const char* top = params.endpoint == Endpoint::kChat ? "top_logprobs" : "logprobs";
+  return Bad("max_tokens",
+             "the answer may be too large: n * max_tokens * (1 + " + std::string(top) + ") = " +
+                 std::to_string(params.n) + " * " + std::to_string(params.max_tokens) + " * " +
+                 std::to_string(1 + std::max(0, params.logprobs)) + " = " + std::to_string(units) +
+                 " output units, over this server's " + std::to_string(max_units) +
+                 " (--max-output-units); lower max_tokens, n or " + top);
+}
+
 std::variant<CompletionParams, ApiError> ParseTokenizeRequest(const Json& body) {
   if (!body.is_object()) return Bad("", "the request body must be a JSON object");
+  bool strs = false;
+  if (auto e = Bool(body, "return_token_strs", &strs)) return *e;
   static const std::set<std::string> kChatShape = {"messages",
                                                    "tools",
                                                    "chat_template_kwargs",
@@ -420,7 +439,9 @@ std::variant<CompletionParams, ApiError> ParseTokenizeRequest(const Json& body) 
       }
       chat[key] = value;
     }
-    return ParseCompletionRequest(chat, Endpoint::kChat);
+    auto parsed = ParseCompletionRequest(chat, Endpoint::kChat);
+    if (auto* p = std::get_if<CompletionParams>(&parsed)) p->return_token_strs = strs;
+    return parsed;
   }
   CompletionParams p;
   for (const auto& [key, value] : body.items())
@@ -431,8 +452,7 @@ std::variant<CompletionParams, ApiError> ParseTokenizeRequest(const Json& body) 
     return Bad("prompt", "/v1/tokenize needs a string 'prompt' or 'messages'");
   p.prompt_text = body["prompt"].get<std::string>();
   if (auto e = Bool(body, "add_special_tokens", &p.add_special_tokens)) return *e;
-  bool strs = false;
-  if (auto e = Bool(body, "return_token_strs", &strs)) return *e;
+  p.return_token_strs = strs;
   return p;
 }
 

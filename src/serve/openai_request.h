@@ -66,6 +66,7 @@ struct CompletionParams {
   bool add_generation_prompt = true;
   bool continue_final_message = false;  // the last (assistant) message is continued, not closed
   bool add_special_tokens = true;       // completions prompt text: BOS as the tokenizer adds it
+  bool return_token_strs = false;       // /v1/tokenize only: the answer lists the tokens' strings
 };
 
 // A chat request without max_tokens may generate up to the rest of the model's context, at
@@ -76,13 +77,24 @@ constexpr int kDefaultChatMaxTokens = 4096;
 // Largest n accepted: each choice is a request in the engines.
 constexpr int kMaxChoices = 16;
 
+// An answer's size in "output units": n x max_tokens x (1 + top logprobs), each unit one token
+// or one of its top logprobs (a whole answer's JSON: ~70 bytes per unit for chat, ~25 for
+// completions, a few per token without logprobs). serve --max-output-units bounds it per request
+// (docs/serving-api.md, "Security and limits"); this default lets n 1 x 32,768 tokens x 20 top
+// logprobs (688,128 units), n 16 x 4,000 x 20 (1,344,000) and n 16 x 131,072 tokens without
+// logprobs through, and bounds a chat answer at ~150 MB.
+constexpr int64_t kDefaultMaxOutputUnits = int64_t{1} << 21;
+int64_t OutputUnits(const CompletionParams& params);
+// A 400 naming max_tokens when params' answer may exceed `max_units` (0: no bound).
+std::optional<ApiError> CheckOutputUnits(const CompletionParams& params, int64_t max_units);
+
 // `body` is the parsed JSON request.
 std::variant<CompletionParams, ApiError> ParseCompletionRequest(const nlohmann::ordered_json& body,
                                                                 Endpoint endpoint);
 
 // /v1/tokenize: {"prompt": text, "add_special_tokens": bool} or {"messages": [...]} with the
 // chat fields that shape the rendering (tools, chat_template_kwargs, add_generation_prompt,
-// continue_final_message); "model" and "return_token_strs" are allowed too.
+// continue_final_message); "model" and "return_token_strs" (a boolean) are allowed too.
 std::variant<CompletionParams, ApiError> ParseTokenizeRequest(const nlohmann::ordered_json& body);
 
 }  // namespace epserve::serve

@@ -1,5 +1,6 @@
 // Unit tests of the parts of src/serve that need no model: request parsing and its errors,
-// stop strings over incremental decoding, the API key comparison and the metrics text.
+// stop strings over incremental decoding, logprobs' JSON, the API key comparison and the metrics
+// text.
 #include <gtest/gtest.h>
 
 #include "serve/http_server.h"
@@ -57,6 +58,63 @@ TEST(OutputText, HoldsBackOnlyAPossibleStopPrefix) {
   EXPECT_EQ(out.Add(0), "he");
   EXPECT_EQ(out.Add(1), "");  // "llo" may begin "llo!"
   EXPECT_EQ(out.Add(2), "llo wor");
+}
+
+// A whole answer's logprobs, written as the tokens arrive, are the streamed chunks' JSON to the
+// byte: keys in nlohmann::json's order, the same numbers, escapes and offsets; completions'
+// top texts that repeat (two ids, or an id given twice) are one key.
+TEST(LogprobsText, IsLogprobsJsonDumped) {
+  auto tok = WordTokenizer();
+  std::vector<TokenEvent> events(4);
+  events[0] = {.token = 0, .logprob = -0.125f, .top_logprobs = {{0, -0.125f}, {1, -2.5f}}};
+  events[1] = {.token = 2, .logprob = -1e-7f, .top_logprobs = {{3, -3.1f}, {3, -4.2f}}};
+  events[2] = {.token = 99, .logprob = -17.333f};  // outside the vocabulary: no text
+  events[3] = {.token = 4, .logprob = -0.6931472f, .top_logprobs = {{4, -0.6931472f}}};
+  for (Endpoint e : {Endpoint::kChat, Endpoint::kCompletions}) {
+    std::vector<const TokenEvent*> all;
+    LogprobsText text(*tok, e);
+    std::string out = "x";
+    text.AppendTo(&out);  // none yet
+    EXPECT_EQ(out, "x" + LogprobsJson(*tok, e, all, 0).dump());
+    for (const TokenEvent& ev : events) {
+      all.push_back(&ev);
+      text.Add(ev);
+    }
+    const std::string want = LogprobsJson(*tok, e, all, 0).dump();
+    EXPECT_EQ(text.size(), want.size());
+    out.clear();
+    text.AppendTo(&out);
+    EXPECT_EQ(out, want);
+    EXPECT_EQ(text.size(), LogprobsJson(*tok, e, {}, 0).dump().size());  // emptied
+  }
+  EXPECT_EQ(
+      LogprobsJson(*tok, Endpoint::kCompletions, {&events[0], &events[1]}, 5).dump(),
+      R"({"text_offset":[5,7],"token_logprobs":[-0.125,-1.0000000116860974e-07],)"
+      R"("tokens":["he"," wor"],"top_logprobs":[{"he":-0.125,"llo":-2.5},{"ld":-4.199999809265137}]})");
+}
+
+// n x max_tokens x (1 + top logprobs) <= the bound; 0 is none.
+TEST(CheckOutputUnits, BoundsTheAnswer) {
+  CompletionParams p;
+  p.n = 4;
+  p.max_tokens = 1000;
+  p.logprobs = 20;
+  EXPECT_EQ(OutputUnits(p), 84000);
+  EXPECT_FALSE(CheckOutputUnits(p, 84000));
+  EXPECT_FALSE(CheckOutputUnits(p, 0));
+  auto e = CheckOutputUnits(p, 83999);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->http_status, 400);
+  EXPECT_EQ(e->param, "max_tokens");
+  EXPECT_NE(e->message.find("--max-output-units"), std::string::npos) << e->message;
+  p.logprobs = -1;  // none: one unit a token
+  EXPECT_EQ(OutputUnits(p), 4000);
+  // The default lets today's clients through: 32k tokens with 20 top logprobs, n 16 x 4000 x 20.
+  CompletionParams big{.endpoint = Endpoint::kChat, .max_tokens = 32768, .logprobs = 20};
+  EXPECT_FALSE(CheckOutputUnits(big, kDefaultMaxOutputUnits));
+  big.n = 16;
+  big.max_tokens = 4000;
+  EXPECT_FALSE(CheckOutputUnits(big, kDefaultMaxOutputUnits));
 }
 
 ApiError ErrorOf(const std::string& body, Endpoint e = Endpoint::kCompletions) {
@@ -199,6 +257,28 @@ TEST(ParseCompletionRequest, Values) {
   ASSERT_TRUE(std::holds_alternative<CompletionParams>(chat));
   EXPECT_EQ(std::get<CompletionParams>(chat).logprobs, 3);
   EXPECT_EQ(std::get<CompletionParams>(chat).max_tokens, 5);
+}
+
+// return_token_strs is a boolean whichever shape the request has (with messages it was not
+// checked, and serving it threw: a 500).
+TEST(ParseTokenizeRequest, ReturnTokenStrs) {
+  for (const char* shape :
+       {R"("prompt": "hi")", R"("messages": [{"role": "user", "content": "hi"}])"}) {
+    for (const char* bad : {R"("yes")", "1", "[]"}) {
+      auto r = ParseTokenizeRequest(
+          Json::parse(std::string("{") + shape + R"(, "return_token_strs": )" + bad + "}"));
+      ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << shape << " " << bad;
+      EXPECT_EQ(std::get<ApiError>(r).param, "return_token_strs");
+    }
+    auto r = ParseTokenizeRequest(
+        Json::parse(std::string("{") + shape + R"(, "return_token_strs": true})"));
+    ASSERT_TRUE(std::holds_alternative<CompletionParams>(r)) << shape;
+    EXPECT_TRUE(std::get<CompletionParams>(r).return_token_strs);
+    r = ParseTokenizeRequest(
+        Json::parse(std::string("{") + shape + R"(, "return_token_strs": null})"));
+    ASSERT_TRUE(std::holds_alternative<CompletionParams>(r)) << shape;
+    EXPECT_FALSE(std::get<CompletionParams>(r).return_token_strs);
+  }
 }
 
 TEST(ConstantTimeEquals, ComparesWholeStrings) {
