@@ -184,6 +184,7 @@ void RegisterBenchCommand(CLI::App& app, CommandContext& ctx) {
       "bench", "Benchmarks; each prints what it measured (--json: one JSON object).");
   bench->require_subcommand(1);
   AddBenchKernelsCommand(bench, ctx);
+  AddBenchSparseAttentionCommand(bench, ctx);
   AddBenchMoeLayerCommand(bench, ctx);
   AddBenchEngineCommand(bench, ctx);
   AddBenchMtpCommand(bench, ctx);

@@ -191,8 +191,8 @@ void PrintMtp(int64_t drafts, int64_t accepted) {
 
 void PrintPool(const EngineOptions& e, const ModelConfig& c, int64_t longest) {
   const int64_t tokens = e.num_blocks * e.block_size;
-  const double mib = static_cast<double>(tokens) * c.num_hidden_layers * c.kv_a_dim() *
-                     KvDTypeBytes(e.kv_dtype) / (1 << 20);
+  const double mib = static_cast<double>(tokens) * c.num_hidden_layers *
+                     KvRowWidth(c, e.kv_dtype) * KvDTypeBytes(e.kv_dtype) / (1 << 20);
   std::printf(
       "KV cache: %lld blocks x %lld positions = %lld tokens (%.1f MiB, %s); fits %lld request(s) "
       "of the longest, %lld tokens, at once\n",

@@ -28,6 +28,7 @@ struct MakeModelFlags {
   bool allow_large = false;            // write a checkpoint over kLargeCheckpointBytes
   std::string mtp_weights = "random";  // random | from-main (SyntheticOptions::mtp_from_main)
   int mtp_layers = -1;                 // -1: the preset's num_nextn_predict_layers
+  int layers = 0;                      // 0: the preset's num_hidden_layers
 };
 
 // The files of a checkpoint make-model writes (or a Hugging Face download has beside them).
@@ -107,8 +108,18 @@ void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx) {
                                      "(config.json + safetensors, exactly the\n"
                                      "Hugging Face layout) from a preset: tiny (V3 routing, a few "
                                      "MB, for tests), tiny-v2 (V2-Lite recipe),\n"
-                                     "bench (V3 shapes scaled down, >= 2 GB, for benchmarks).");
-  cmd->add_option("--preset", flags->preset, "tiny | tiny-v2 | bench | v2-lite | v3")
+                                     "bench (V3 shapes scaled down, >= 2 GB, for benchmarks),\n"
+                                     "tiny-v32 (tiny with DeepSeek-V3.2's sparse-attention "
+                                     "indexer), and the released configs\n"
+                                     "v2-lite, v3 and v32 (DeepSeek-V3.2), with --layers for "
+                                     "their first N layers.");
+  cmd->add_option("--preset", flags->preset,
+                  "tiny | tiny-v2 | tiny-v32 | bench | v2-lite | v3 | v32")
+      ->capture_default_str();
+  cmd->add_option("--layers", flags->layers,
+                  "the preset's first N decoder layers (0: all; v3 --layers 4 is its 3 dense "
+                  "layers and its first MoE layer, at the real shapes)")
+      ->check(CLI::Range(0, 1000))
       ->capture_default_str();
   cmd->add_option("--out", flags->out, "output directory (created; must be empty unless --force)")
       ->required();
@@ -133,7 +144,7 @@ void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx) {
       ->check(CLI::IsMember({"random", "from-main"}))
       ->capture_default_str();
   cmd->add_flag("--allow-large", flags->allow_large,
-                "write a checkpoint over 8 GB (the real-shape presets v2-lite and v3)");
+                "write a checkpoint over 8 GB (the real-shape presets v2-lite, v3 and v32)");
   cmd->add_option("--tokenizer", flags->tokenizer,
                   "copy this folder's tokenizer.json + tokenizer_config.json (vocab_size becomes "
                   "the tokenizer's)\n"
@@ -141,6 +152,10 @@ void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx) {
   cmd->callback([flags, &ctx] {
     auto config = PresetConfig(flags->preset);
     if (!config.ok()) return ReportError(ctx, config.status().message());
+    if (flags->layers > 0) {
+      config = WithLayers(*config, flags->layers);
+      if (!config.ok()) return ReportError(ctx, config.status().message());
+    }
     if (flags->dtype != "bf16" && flags->dtype != "fp8")
       return ReportError(ctx, "--dtype must be bf16 or fp8, got " + flags->dtype);
     std::unique_ptr<text::Tokenizer> tokenizer;
@@ -165,12 +180,14 @@ void RegisterMakeModelCommand(CLI::App& app, CommandContext& ctx) {
       bytes += n * elem;
     }
     if (bytes > kLargeCheckpointBytes && !flags->allow_large)
-      return ReportError(ctx, "preset " + flags->preset + " in " + flags->dtype + " is a " +
-                                  std::to_string(static_cast<int64_t>(bytes / 1e9)) +
-                                  " GB checkpoint; `epserve bench decode --device cuda --preset " +
-                                  flags->preset +
-                                  "` makes it in GPU memory instead. --allow-large writes it "
-                                  "anyway");
+      return ReportError(
+          ctx, "preset " + flags->preset + " in " + flags->dtype + " is a " +
+                   std::to_string(static_cast<int64_t>(bytes / 1e9)) + " GB checkpoint; " +
+                   (config->sparse.enabled()
+                        ? std::string()
+                        : "`epserve bench decode --device cuda --preset " + flags->preset +
+                              "` makes it in GPU memory instead. ") +
+                   "--allow-large writes it anyway");
     Status prepared = PrepareOutDir(flags->out, flags->force);
     if (!prepared.ok()) return ReportError(ctx, prepared.message());
     // After --force removed the old checkpoint, whose room the new one may take.

@@ -35,6 +35,8 @@ void AddBenchMoeLayerCommand(CLI::App* bench,
 void AddBenchEngineCommand(CLI::App* bench,
                            CommandContext& ctx);  // `bench engine`, cmd_bench_engine.cc
 void AddBenchMtpCommand(CLI::App* bench, CommandContext& ctx);  // `bench mtp`, cmd_bench_mtp.cc
+void AddBenchSparseAttentionCommand(CLI::App* bench,
+                                    CommandContext& ctx);  // cmd_bench_sparse.cc
 void AddBenchPrefillCommand(CLI::App* bench,
                             CommandContext& ctx);  // `bench prefill`, cmd_bench_prefill.cc
 void RegisterTokenizeCommand(CLI::App& app, CommandContext& ctx);  // `tokenize`, cmd_tokenize.cc

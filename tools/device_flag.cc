@@ -66,6 +66,10 @@ StatusOr<std::unique_ptr<DeviceParts>> AttachDevice(const AttachOptions& o,
                                  "(no nvcc at build time; docs/testing.md, \"GPU\")");
 #else
   const ModelConfig& c = loaded.config;
+  if (c.sparse.enabled())
+    return Status::InvalidArgument(flag + ": " + c.model_type + "'s sparse attention (index_topk " +
+                                   std::to_string(c.sparse.index_topk) +
+                                   ") does not run on the CUDA backend yet; run it on the CPU");
   auto used = cuda::Use(index);
   if (!used.ok()) return used.status().WithContext(flag);
   const cuda::DeviceInfo info = *used;

@@ -71,6 +71,9 @@ CudaModel::~CudaModel() {
 StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(const ModelConfig& config,
                                                        const DeviceWeights& weights,
                                                        const DeviceInfo& device) {
+  if (config.sparse.enabled())
+    return Status::InvalidArgument(
+        "sparse attention (DeepSeek-V3.2's indexer) does not run on the CUDA backend yet");
   if (config.n_routed_experts > 256)
     return Status::InvalidArgument(
         "the CUDA gate handles up to 256 routed experts, the model has " +

@@ -133,7 +133,9 @@ template <int kG>
 HWY_NOINLINE void AttendGroup(const MlaAttentionArgs& a, int64_t t, int h0, float* tile) {
   const hn::ScalableTag<float> df;
   const int H = a.num_heads, L = a.kv_lora_rank, R = a.rope_dim;
-  const int64_t row = L + R, n = a.token_pos[t] + 1;
+  const int64_t width = L + R, row = a.cache.row_stride ? a.cache.row_stride : width;
+  const int32_t* selected = a.token_selected ? a.token_selected[t] : nullptr;
+  const int64_t n = selected ? a.token_num_selected[t] : a.token_pos[t] + 1;
   const int32_t* blocks = a.token_blocks[t];
   const MlaCacheView& cv = a.cache;
   const float* qa[kG];
@@ -156,7 +158,7 @@ HWY_NOINLINE void AttendGroup(const MlaAttentionArgs& a, int64_t t, int h0, floa
     if (cv.type == CacheType::kF32) {
       const float* base = static_cast<const float*>(cv.base);
       for (int64_t j = 0; j < ts; ++j) {
-        const int64_t s = s0 + j;
+        const int64_t s = selected ? selected[s0 + j] : s0 + j;
         rows[j] = base + blocks[s / cv.block_size] * cv.block_stride + (s % cv.block_size) * row;
       }
     } else {
@@ -164,13 +166,13 @@ HWY_NOINLINE void AttendGroup(const MlaAttentionArgs& a, int64_t t, int h0, floa
       const hn::Rebind<hwy::bfloat16_t, decltype(df)> dbf;
       const int64_t N = static_cast<int64_t>(hn::Lanes(df));
       for (int64_t j = 0; j < ts; ++j) {
-        const int64_t s = s0 + j;
+        const int64_t s = selected ? selected[s0 + j] : s0 + j;
         const uint16_t* src = base + blocks[s / cv.block_size] * cv.block_stride + (s % cv.block_size) * row;
-        float* dst = tile + j * row;
+        float* dst = tile + j * width;
         int64_t i = 0;
-        for (; i + N <= row; i += N)
+        for (; i + N <= width; i += N)
           hn::StoreU(hn::PromoteTo(df, hn::LoadU(dbf, reinterpret_cast<const hwy::bfloat16_t*>(src + i))), df, dst + i);
-        for (; i < row; ++i) dst[i] = Bf16ToF32(src[i]);
+        for (; i < width; ++i) dst[i] = Bf16ToF32(src[i]);
         rows[j] = dst;
       }
     }
@@ -279,18 +281,20 @@ int64_t MlaScratchFloats(int64_t row_width) {
 
 void MlaAttentionReference(const MlaAttentionArgs& a) {
   const int H = a.num_heads, L = a.kv_lora_rank, R = a.rope_dim;
-  const int64_t row = L + R;
+  const int64_t row = L + R, stride = a.cache.row_stride ? a.cache.row_stride : row;
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     for (int h = 0; h < H; ++h) {
       const float* qa = a.q_abs + (t * H + h) * L;
       const float* qp = a.q_pe + (t * H + h) * R;
-      const int64_t n = a.token_pos[t] + 1;
+      const int32_t* selected = a.token_selected ? a.token_selected[t] : nullptr;
+      const int64_t n = selected ? a.token_num_selected[t] : a.token_pos[t] + 1;
       // Rows widened to float, as the kernel reads them.
       std::vector<float> rows(n * row);
-      for (int64_t s = 0; s < n; ++s) {
-        const int64_t off = a.token_blocks[t][s / a.cache.block_size] * a.cache.block_stride + (s % a.cache.block_size) * row;
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t s = selected ? selected[j] : j;
+        const int64_t off = a.token_blocks[t][s / a.cache.block_size] * a.cache.block_stride + (s % a.cache.block_size) * stride;
         for (int64_t i = 0; i < row; ++i)
-          rows[s * row + i] = a.cache.type == CacheType::kF32 ? static_cast<const float*>(a.cache.base)[off + i]
+          rows[j * row + i] = a.cache.type == CacheType::kF32 ? static_cast<const float*>(a.cache.base)[off + i]
                                                               : Bf16ToF32(static_cast<const uint16_t*>(a.cache.base)[off + i]);
       }
       std::vector<double> p(n);

@@ -27,6 +27,9 @@ struct MlaCacheView {
   int64_t block_stride = 0;  // elements
   int64_t block_size = 0;    // positions per block
   CacheType type = CacheType::kF32;
+  // Elements from one row to the next; 0 means L + R. Wider rows carry more after the latent
+  // row (DeepSeek-V3.2's indexer key), which attention skips.
+  int64_t row_stride = 0;
 };
 
 struct MlaAttentionArgs {
@@ -39,6 +42,11 @@ struct MlaAttentionArgs {
   MlaCacheView cache;
   const int32_t* const* token_blocks = nullptr;  // per token: its sequence's block table
   const int64_t* token_pos = nullptr;            // per token: attends to cache rows [0, pos]
+  // Sparse attention (DeepSeek-V3.2's DSA): when set, token t attends only to the
+  // token_num_selected[t] positions token_selected[t] lists (ascending, each <= pos) instead of
+  // all of [0, pos]. Listing all of [0, pos] gives the dense result bit for bit.
+  const int32_t* const* token_selected = nullptr;
+  const int32_t* token_num_selected = nullptr;
   float softmax_scale = 1.0f;
   float* out = nullptr;  // [num_tokens, num_heads, L]
   // bf16 caches only: per thread MlaScratchFloats(L + R) floats (thread t at t * that).

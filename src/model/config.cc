@@ -250,6 +250,9 @@ Status ModelConfig::Validate(const std::string& path) const {
     if (topk_method != kernels::TopkMethod::kGreedy &&
         topk_group * (n_routed_experts / n_group) < num_experts_per_tok)
       return bad("topk_group groups hold fewer experts than num_experts_per_tok");
+  r.Get("index_n_heads", &c.sparse.index_n_heads, false);
+  r.Get("index_head_dim", &c.sparse.index_head_dim, false);
+  r.Get("index_topk", &c.sparse.index_topk, false);
     if (topk_method == kernels::TopkMethod::kNoauxTc &&
         scoring_func != kernels::ScoringFunc::kSigmoid)
       return bad("topk_method noaux_tc needs scoring_func sigmoid");
@@ -289,8 +292,9 @@ Status ModelConfig::Validate(const std::string& path) const {
 
 std::string ModelConfig::ToJson() const {
   json j;
-  j["architectures"] = {model_type == "deepseek_v2" ? "DeepseekV2ForCausalLM"
-                                                    : "DeepseekV3ForCausalLM"};
+  j["architectures"] = {model_type == "deepseek_v2"    ? "DeepseekV2ForCausalLM"
+                        : model_type == "deepseek_v32" ? "DeepseekV32ForCausalLM"
+                                                       : "DeepseekV3ForCausalLM"};
   j["model_type"] = model_type;
   j["vocab_size"] = vocab_size;
   j["hidden_size"] = hidden_size;
@@ -325,7 +329,13 @@ std::string ModelConfig::ToJson() const {
   if (rope_scaling.enabled) {
     j["rope_scaling"] = {
         {"type", "yarn"},
+    std::string scale_fmt;
+    if (q.contains("scale_fmt") && !q["scale_fmt"].is_null()) qr.Get("scale_fmt", &scale_fmt, true);
         {"factor", rope_scaling.factor},
+    if (!scale_fmt.empty() && scale_fmt != "ue8m0")
+      return Status::InvalidArgument(path + ": quantization_config.scale_fmt \"" + scale_fmt +
+                                     "\" is not supported (want ue8m0 or none)");
+    c.ue8m0_scales = scale_fmt == "ue8m0";
         {"original_max_position_embeddings", rope_scaling.original_max_position_embeddings},
         {"beta_fast", rope_scaling.beta_fast},
         {"beta_slow", rope_scaling.beta_slow},
@@ -349,3 +359,22 @@ std::string ModelConfig::ToJson() const {
 }
 
 }  // namespace epserve
+  if (sparse.index_topk < 0) return bad("index_topk must be >= 0");
+  if (sparse.enabled()) {
+    const int d = sparse.index_head_dim;
+    if (sparse.index_n_heads <= 0)
+      return bad("index_topk > 0 needs a positive index_n_heads, got " +
+                 std::to_string(sparse.index_n_heads));
+    // DeepSeek's indexer kernel (fp8_index) takes one scale per head and key: 128 values.
+    if (d != 128 || d < qk_rope_head_dim)
+      return bad("index_head_dim must be 128 (one FP8 scale per indexer head, as DeepSeek-V3.2) "
+                 "and at least qk_rope_head_dim, got " +
+                 std::to_string(d));
+    if (q_lora_rank <= 0) return bad("index_topk > 0 needs q_lora_rank (the indexer reads q's latent)");
+  }
+  if (sparse.enabled()) {
+    j["index_n_heads"] = sparse.index_n_heads;
+    j["index_head_dim"] = sparse.index_head_dim;
+    j["index_topk"] = sparse.index_topk;
+  }
+    if (ue8m0_scales) j["quantization_config"]["scale_fmt"] = "ue8m0";

@@ -21,6 +21,16 @@ struct YarnScaling {
   double mscale_all_dim = 0.0;
 };
 
+// DeepSeek Sparse Attention (DeepSeek-V3.2, `model_type: deepseek_v32`): a lightning indexer
+// per layer scores every past position for each query, and MLA attends to only the best
+// index_topk of them (docs/checkpoint-format.md, "DeepSeek-V3.2"). Off when index_topk is 0.
+struct SparseAttentionConfig {
+  int index_n_heads = 0;
+  int index_head_dim = 0;  // 128: one FP8 scale per head and per key, as DeepSeek's kernel
+  int index_topk = 0;      // positions each query attends to; 0: dense MLA
+  bool enabled() const { return index_topk > 0; }
+};
+
 struct ModelConfig {
   std::string model_type = "deepseek_v3";
   int vocab_size = 0;
@@ -52,6 +62,10 @@ struct ModelConfig {
   YarnScaling rope_scaling;
   bool tie_word_embeddings = false;
   bool fp8 = false;                // quantization_config: fp8 e4m3, 128x128 weight blocks
+  // quantization_config.scale_fmt "ue8m0" (V3.1 and later): activation quantization rounds
+  // each block's scale up to a power of two, as DeepSeek's act_quant does.
+  bool ue8m0_scales = false;
+  SparseAttentionConfig sparse;  // index_n_heads, index_head_dim, index_topk
   int bos_token_id = -1;           // -1: not given
   std::vector<int> eos_token_ids;  // eos_token_id (an id or a list); generation stops there
 

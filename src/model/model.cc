@@ -11,6 +11,7 @@
 #include "kernels/matmul_fast.h"
 #include "kernels/mla_attention.h"
 #include "kernels/ops.h"
+#include "model/sparse_indexer.h"
 #include "placement/token_key.h"
 
 namespace epserve {
@@ -35,6 +36,7 @@ struct Model::Workspace {
   std::vector<kernels::MatMulArgs> uk_fast_args;  // the same on W_ukᵀ (--compute fast)
   std::vector<kernels::MatMulArgs> uv_args;       // per-head W_uv products
   MlpScratch mlp;
+  AttentionSelection selection;  // with sparse attention: the positions each token reads
 };
 
 Model::Model(const ModelConfig& config, const ModelWeights& weights, ThreadPool& pool)
@@ -46,6 +48,7 @@ Model::Model(const ModelConfig& config, const ModelWeights& weights, ThreadPool&
       rope_(config),
       ws_(std::make_unique<Workspace>()),
       half_{std::make_unique<Workspace>(), std::make_unique<Workspace>()} {
+  if (config.sparse.enabled()) indexer_ = std::make_unique<SparseIndexer>(config, rope_, pool);
   for (first_moe_ = 0; first_moe_ < config.num_hidden_layers; ++first_moe_)
     if (weights.Layer(first_moe_).moe) break;
 }
@@ -143,7 +146,7 @@ Status Model::Forward(const ForwardBatch& batch, LatentKvCache& cache, float* lo
 Status CheckKvFits(const ModelConfig& c, const KvBlocks& kv) {
   if ((kv.num_layers != c.num_hidden_layers &&
        kv.num_layers != c.num_hidden_layers + c.num_nextn_predict_layers) ||
-      kv.row_width != c.kv_a_dim())
+      kv.row_width != KvRowWidth(c, kv.dtype) || kv.index_bytes != IndexKeyBytes(c))
     return Status::InvalidArgument("KV cache of " + std::to_string(kv.num_layers) + " layers x " +
                                    std::to_string(kv.row_width) + " does not fit the model");
   return Status::Ok();
@@ -348,7 +351,7 @@ Status Model::ForwardMtp(const ForwardBatch& batch, std::span<const int64_t> hid
   const int H = c.hidden_size, L = c.num_hidden_layers;
   if (weights_.mtp.empty())
     return Status::InvalidArgument("the model has no MTP module (num_nextn_predict_layers = 0)");
-  if (kv.num_layers != L + c.num_nextn_predict_layers || kv.row_width != c.kv_a_dim())
+  if (kv.num_layers != L + c.num_nextn_predict_layers || kv.row_width != KvRowWidth(c, kv.dtype))
     return Status::InvalidArgument("KV cache of " + std::to_string(kv.num_layers) +
                                    " layers has no MTP layer for a model of " + std::to_string(L));
   if (backend_ != nullptr)
@@ -514,6 +517,15 @@ Status Model::AttentionIn(int l, const KvBlocks& cache, Workspace& w) {
     kernels::ApplyRope(kv + L, rope_.Row(w.token_pos[t]), R);
     cache.WriteRow(w.token_block[t], l, w.token_pos[t] % cache.block_size, kv);
   }
+  if (indexer_)
+    indexer_->Run(l, a.indexer,
+                  {.num_tokens = T,
+                   .x = w.xn.data(),
+                   .q_latent = w.q_a.data(),
+                   .token_pos = w.token_pos.data(),
+                   .token_blocks = w.token_blocks.data(),
+                   .token_block = w.token_block.data()},
+                  cache, &w.selection);
   // Queries: rotate q_pe, absorb W_uk into q_nope.
   w.q_pe.resize(T * heads * R);
   w.q_abs.resize(T * heads * L);
@@ -562,6 +574,7 @@ Status Model::AttentionOut(int l, const KvBlocks& cache, Workspace& w) {
   if (cache.dtype == KvDType::kBF16)
     w.attn_scratch.resize(pool_.num_threads() * kernels::MlaScratchFloats(row));
   w.o_lat.resize(T * heads * L);
+  const bool sparse = indexer_ && w.selection.sparse;
   kernels::MlaAttention({.num_tokens = T,
                          .num_heads = heads,
                          .kv_lora_rank = L,
@@ -571,6 +584,8 @@ Status Model::AttentionOut(int l, const KvBlocks& cache, Workspace& w) {
                          .cache = cache.LayerView(l),
                          .token_blocks = w.token_blocks.data(),
                          .token_pos = w.token_pos.data(),
+                         .token_selected = sparse ? w.selection.lists.data() : nullptr,
+                         .token_num_selected = sparse ? w.selection.counts.data() : nullptr,
                          .softmax_scale = static_cast<float>(c.SoftmaxScale()),
                          .out = w.o_lat.data(),
                          .scratch = w.attn_scratch.data()},

@@ -25,6 +25,8 @@
 
 namespace epserve {
 
+class SparseIndexer;
+
 // Micro-batching (Overlap::kMicroBatch): dense layers run the whole batch; from the first MoE
 // layer on, the batch's tokens split into halves A and B (A the first ceil(T/2) tokens, so a
 // sequence cut in two has its earlier positions in A and B's attention finds them in the cache).
@@ -257,6 +259,10 @@ class Model {
   ForwardBackend* backend_ = nullptr;
   RouteObserver route_observer_;
   RopeTable rope_;
+  // DeepSeek-V3.2's lightning indexer (config.sparse); null for dense-attention families. The
+  // sparse-attention seam: it writes its keys beside the latent rows in stage 1 and hands
+  // attention the positions each token reads (docs/architecture.md).
+  std::unique_ptr<SparseIndexer> indexer_;
   TensorParallel tp_;
   kernels::Compute compute_ = kernels::Compute::kExact;
   AbsorbedUk uk_t_;  // built for kFast when a fast kernel runs (SetCompute)

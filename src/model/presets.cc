@@ -179,9 +179,33 @@ ModelConfig V3() {
   return c;
 }
 
+// deepseek-ai/DeepSeek-V3.2(-Exp)'s config.json: V3 plus DeepSeek Sparse Attention (64 indexer
+// heads of 128, each query attending to its best 2048 positions) and power-of-two (UE8M0)
+// activation scales.
+ModelConfig V32() {
+  ModelConfig c = V3();
+  c.model_type = "deepseek_v32";
+  c.sparse = SparseAttentionConfig{.index_n_heads = 64, .index_head_dim = 128, .index_topk = 2048};
+  c.ue8m0_scales = true;
+  return c;
+}
+
+// Tiny with V3.2's indexer, index_topk shrunk to 16 so prompts both shorter and longer than it
+// are cheap; 8 indexer heads (of 128, as released) so all-zero scores (every head's ReLU at 0,
+// 1 in 2^8) seldom tie at the top-k boundary.
+ModelConfig TinyV32() {
+  ModelConfig c = Tiny();
+  c.model_type = "deepseek_v32";
+  c.sparse = SparseAttentionConfig{.index_n_heads = 8, .index_head_dim = 128, .index_topk = 16};
+  c.ue8m0_scales = true;
+  return c;
+}
+
 }  // namespace
 
-std::vector<std::string> PresetNames() { return {"tiny", "tiny-v2", "bench", "v2-lite", "v3"}; }
+std::vector<std::string> PresetNames() {
+  return {"tiny", "tiny-v2", "tiny-v32", "bench", "v2-lite", "v3", "v32"};
+}
 
 StatusOr<ModelConfig> PresetConfig(const std::string& preset) {
   if (preset == "tiny") return Tiny();
@@ -189,8 +213,10 @@ StatusOr<ModelConfig> PresetConfig(const std::string& preset) {
   if (preset == "bench") return Bench();
   if (preset == "v2-lite") return V2Lite();
   if (preset == "v3") return V3();
+  if (preset == "tiny-v32") return TinyV32();
+  if (preset == "v32") return V32();
   return Status::InvalidArgument("unknown preset \"" + preset +
-                                 "\" (want tiny, tiny-v2, bench, v2-lite or v3)");
+                                 "\" (want tiny, tiny-v2, tiny-v32, bench, v2-lite, v3 or v32)");
 }
 
 StatusOr<ModelConfig> WithLayers(const ModelConfig& config, int num_layers) {

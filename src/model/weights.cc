@@ -159,12 +159,21 @@ void AddLayerViews(const LayerWeights& l, std::vector<const WeightView*>& out) {
     if (!v.empty()) out.push_back(&v);
   };
   auto add_mlp = [&](const MlpWeights& m) {
+  if (c.sparse.enabled()) {
+    const std::string x = a + "indexer.";
+    w.attn.indexer.wq_b = b.Matrix(x + "wq_b.weight");
+    w.attn.indexer.wk = b.Matrix(x + "wk.weight");
+    w.attn.indexer.k_norm = b.Vector(x + "k_norm.weight");
+    w.attn.indexer.k_norm_bias = b.Vector(x + "k_norm.bias");
+    w.attn.indexer.weights_proj = b.Matrix(x + "weights_proj.weight");
+  }
     add(m.gate);
     add(m.up);
     add(m.down);
   };
   for (const WeightView* v :
-       {&l.attn.q_a, &l.attn.q_b, &l.attn.q, &l.attn.kv_a, &l.attn.kv_b, &l.attn.o})
+       {&l.attn.q_a, &l.attn.q_b, &l.attn.q, &l.attn.kv_a, &l.attn.kv_b, &l.attn.o,
+        &l.attn.indexer.wq_b, &l.attn.indexer.wk, &l.attn.indexer.weights_proj})
     add(*v);
   add_mlp(l.dense);
   if (l.moe) {
@@ -204,6 +213,10 @@ void CopyView(WeightView* v, uint8_t* data, bool requant) {
   v->data = data;
   if (v->ScaleBytes() > 0) {
     uint8_t* scale = data + Align64(v->DataBytes());
+    // The indexer only ranks positions; its projections stay as stored, as DeepSeek runs them.
+    for (const WeightView* v : {&l.attn.indexer.wq_b, &l.attn.indexer.wk,
+                                &l.attn.indexer.weights_proj})
+      out.erase(v);
     std::memcpy(scale, v->scale, v->ScaleBytes());
     v->scale = reinterpret_cast<const float*>(scale);
   }

@@ -24,6 +24,15 @@ struct MlpWeights {
   bool empty() const { return gate.empty(); }
 };
 
+// DeepSeek-V3.2's lightning indexer (config.sparse; docs/checkpoint-format.md).
+struct IndexerWeights {
+  WeightView wq_b;                       // [index_n_heads * index_head_dim, q_lora]
+  WeightView wk;                         // [index_head_dim, hidden]
+  std::vector<float> k_norm, k_norm_bias;  // LayerNorm of the key [index_head_dim]
+  WeightView weights_proj;               // [index_n_heads, hidden]: per-head weights
+  bool empty() const { return wk.empty(); }
+};
+
 struct AttentionWeights {
   WeightView q_a;                // [q_lora, hidden]; empty when q_lora_rank is null
   std::vector<float> q_a_norm;   // [q_lora]
@@ -33,6 +42,7 @@ struct AttentionWeights {
   std::vector<float> kv_a_norm;  // [kv_lora]
   WeightView kv_b;               // [heads * (nope + v), kv_lora]: per head W_uk rows then W_uv rows
   WeightView o;                  // [hidden, heads * v]
+  IndexerWeights indexer;        // empty() unless config.sparse.enabled()
 };
 
 struct MoeWeights {

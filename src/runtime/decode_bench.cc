@@ -47,7 +47,8 @@ StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, Thre
     model.SetRouteObserver([&](const RouteEvent& ev) {
       for (int64_t i = 0; i < ev.num_tokens * ev.top_k; ++i) touched[ev.layer].insert(ev.expert_ids[i]);
     });
-    LatentKvCache cache(c.num_hidden_layers, c.kv_a_dim(), batch, opt.prompt_len + opt.decode_steps + 1);
+    LatentKvCache cache =
+        LatentKvCache::For(c, c.num_hidden_layers, batch, opt.prompt_len + opt.decode_steps + 1);
     ForwardBatch fb;
     for (int s = 0; s < batch; ++s) {
       std::vector<int32_t> p(opt.prompt_len);
@@ -70,7 +71,13 @@ StatusOr<std::vector<DecodeBenchRow>> RunDecodeBench(const LoadedModel& lm, Thre
         for (int v = 1; v < c.vocab_size; ++v)
           if (l[v] > l[best]) best = v;
         fb.chunks[s].tokens.assign(1, opt.same_tokens ? 0 : best);
-        kv_step += static_cast<double>(cache.length(s) + 1) * c.kv_a_dim() * sizeof(float) * c.num_hidden_layers;
+        // Latent rows attended (with sparse attention: the index_topk chosen, and every
+        // position's indexer key).
+        const int64_t n = cache.length(s) + 1;
+        const int64_t rows = c.sparse.enabled() ? std::min<int64_t>(n, c.sparse.index_topk) : n;
+        kv_step += (static_cast<double>(rows) * c.kv_a_dim() * sizeof(float) +
+                    static_cast<double>(n) * IndexKeyBytes(c)) *
+                   c.num_hidden_layers;
         attn_macs += static_cast<double>(cache.length(s) + 1) * attn_macs_per_position;
       }
       kv_bytes += kv_step;

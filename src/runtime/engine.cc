@@ -167,7 +167,7 @@ Status CheckMtp(const ModelConfig& c, bool mtp) {
 int64_t KvMemoryBlocks(const ModelConfig& c, KvDType dtype, int64_t block_size, int64_t bytes,
                        bool mtp) {
   const int64_t layers = c.num_hidden_layers + (mtp ? c.num_nextn_predict_layers : 0);
-  const int64_t per_block = block_size * layers * c.kv_a_dim() * KvDTypeBytes(dtype);
+  const int64_t per_block = block_size * layers * KvRowWidth(c, dtype) * KvDTypeBytes(dtype);
   return bytes / per_block;
 }
 
@@ -176,7 +176,8 @@ Engine::Engine(Model& model, const EngineOptions& o)
       options_(o),
       pool_({.num_layers = model.config().num_hidden_layers +
                            (o.mtp ? model.config().num_nextn_predict_layers : 0),
-             .row_width = model.config().kv_a_dim(),
+             .row_width = KvRowWidth(model.config(), o.kv_dtype),
+             .index_bytes = IndexKeyBytes(model.config()),
              .block_size = o.block_size,
              .num_blocks = o.num_blocks,
              .dtype = o.kv_dtype,

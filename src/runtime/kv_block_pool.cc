@@ -10,12 +10,13 @@ KvBlockPool::KvBlockPool(const KvBlockPoolOptions& o) : options_(o), entries_(o.
   if (o.external.data != nullptr) {
     const KvBlocks& e = o.external;
     CHECK(e.num_layers == o.num_layers && e.row_width == o.row_width &&
-          e.block_size == o.block_size && e.num_blocks == o.num_blocks && e.dtype == o.dtype)
+          e.index_bytes == o.index_bytes && e.block_size == o.block_size &&
+          e.num_blocks == o.num_blocks && e.dtype == o.dtype)
         << "external KV storage of another shape than the pool";
     view_ = e;
   } else {
     storage_ = std::make_unique<KvBlockStorage>(o.num_layers, o.row_width, o.block_size,
-                                                o.num_blocks, o.dtype);
+                                                o.num_blocks, o.dtype, o.index_bytes);
     view_ = storage_->view();
   }
   free_.reserve(o.num_blocks);

@@ -21,6 +21,7 @@ namespace epserve {
 
 struct KvBlockPoolOptions {
   int num_layers = 0, row_width = 0;
+  int index_bytes = 0;      // KvBlocks::index_bytes (DeepSeek-V3.2's indexer key per row)
   int64_t block_size = 64;  // positions per block
   int64_t num_blocks = 0;
   KvDType dtype = KvDType::kF32;

@@ -36,7 +36,7 @@ StatusOr<std::vector<OverlapBenchRow>> RunOverlapBench(comm::MpiWorld& mpi,
 
   std::vector<OverlapBenchRow> rows;
   for (int batch : o.batches) {
-    LatentKvCache cache(c.num_hidden_layers, c.kv_a_dim(), batch, o.kv_len + 1);
+    LatentKvCache cache = LatentKvCache::For(c, c.num_hidden_layers, batch, o.kv_len + 1);
     std::mt19937 rng(1000 * me + batch);
     std::uniform_int_distribution<int32_t> token(0, c.vocab_size - 1);
     ForwardBatch fb;

@@ -41,7 +41,7 @@ StatusOr<PrefillBenchResult> RunPrefillBench(const LoadedModel& lm, ThreadPool& 
   const int step = opt.step_tokens > 0 ? opt.step_tokens : opt.tokens;
   Model model(c, *lm.weights, pool);
   model.SetCompute(opt.compute);
-  LatentKvCache cache(c.num_hidden_layers, c.kv_a_dim(), 1, opt.tokens + 1);
+  LatentKvCache cache = LatentKvCache::For(c, c.num_hidden_layers, 1, opt.tokens + 1);
   std::vector<int32_t> prompt(opt.tokens);
   for (int i = 0; i < opt.tokens; ++i)
     prompt[i] = static_cast<int32_t>((i * 104729LL) % c.vocab_size);

@@ -8,14 +8,16 @@
 #   - mpirun -np 2, alone and batched (= the one-process run);
 #   - mpirun -np 4 --tp 2 with a placement with replicas and micro-batching, batched with
 #     256-token steps and with 48-token steps (chunked prefill).
-# Usage: batch_invariance_test.sh EPSERVE WORKDIR
+# With PRESET tiny-v32 (DeepSeek-V3.2's sparse attention, index_topk 16) the same holds for
+# the positions the indexer selects: A's prompt is longer than index_topk.
+# Usage: batch_invariance_test.sh EPSERVE WORKDIR [PRESET]
 set -euo pipefail
-EPSERVE=$1 WORK=$2
+EPSERVE=$1 WORK=$2 PRESET=${3:-tiny}
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/mpi_env.sh"
 source "$HERE/generate_runs.sh"
 rm -rf "$WORK" && mkdir -p "$WORK"
-"$EPSERVE" make-model --preset tiny --dtype fp8 --seed 5 --out "$WORK/model" >/dev/null
+"$EPSERVE" make-model --preset "$PRESET" --dtype fp8 --seed 5 --out "$WORK/model" >/dev/null
 /usr/bin/python3 "$HERE/make_placement.py" skewed4 "$WORK/model/config.json" "$WORK/placement.json"
 MAX_TOKENS=8
 A=(--prompt-ids "$(seq -s, 10 30)")

@@ -1,14 +1,17 @@
 """Writes a small deterministic random DeepSeek-V3-family checkpoint (HF layout).
 
   /usr/bin/python3 tests/reference/make_random_checkpoint.py --out DIR \
-      [--preset v3|v2lite|v2] [--dtype bf16|fp8] [--seed 0] [--shards 1] \
+      [--preset v3|v32|v2lite|v2] [--dtype bf16|fp8] [--seed 0] [--shards 1] \
       [--layers N] [--mtp N] [--vocab N]
 
 Every tensor is drawn from its own generator seeded by (seed, crc32(name)), so the
 bytes depend only on the seed, the preset/overrides and the dtype. Linear weights are
 N(0, 1/fan_in); norms 1 + N(0, 0.1^2). With --dtype fp8 every `*_proj.weight` under
-model.layers (except eh_proj) is e4m3 with 128x128 `weight_scale_inv` tiles; the
-router gate, norms, embeddings and lm_head stay bf16; e_score_correction_bias is F32.
+model.layers (except eh_proj and the indexer's weights_proj) and the DSA indexer's wq_b and wk
+are e4m3 with 128x128 `weight_scale_inv` tiles; the router gate, norms, embeddings, lm_head and
+weights_proj stay bf16; e_score_correction_bias is F32, and so is the indexer's k_norm.bias
+(N(0, 0.02^2)). --preset v32 is v3 plus DeepSeek-V3.2's sparse-attention indexer
+(index_n_heads 8, index_head_dim 128, index_topk 16; with fp8, scale_fmt "ue8m0").
 """
 import argparse
 import json
@@ -40,6 +43,8 @@ _BASE = {
 
 PRESETS = {
     "v3": {},
+    "v32": {"architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32",
+            "index_n_heads": 8, "index_head_dim": 128, "index_topk": 16},
     "v2lite": {"architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2",
                "q_lora_rank": None, "topk_method": "greedy", "scoring_func": "softmax",
                "n_group": 1, "topk_group": 1, "norm_topk_prob": False,
@@ -67,7 +72,7 @@ def make_config(preset, layers=None, mtp=None, vocab=None):
 
 
 def tensor_shapes(cfg):
-    """Ordered {name: (shape, kind)}; kind is 'linear', 'norm', 'embed', 'bias'."""
+    """Ordered {name: (shape, kind)}; kind is 'linear', 'norm', 'embed', 'bias', 'norm_bias'."""
     c, out = cfg, {}
     hid, nh = c["hidden_size"], c["num_attention_heads"]
     nope, rope, vd = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
@@ -92,6 +97,13 @@ def tensor_shapes(cfg):
         out[a + ".kv_a_layernorm.weight"] = ((c["kv_lora_rank"],), "norm")
         out[a + ".kv_b_proj.weight"] = ((nh * (nope + vd), c["kv_lora_rank"]), "linear")
         out[a + ".o_proj.weight"] = ((hid, nh * vd), "linear")
+        if c.get("index_topk"):  # DeepSeek-V3.2's DSA indexer
+            ix, ihd = a + ".indexer", c["index_head_dim"]
+            out[ix + ".wq_b.weight"] = ((c["index_n_heads"] * ihd, c["q_lora_rank"]), "linear")
+            out[ix + ".wk.weight"] = ((ihd, hid), "linear")
+            out[ix + ".k_norm.weight"] = ((ihd,), "norm")
+            out[ix + ".k_norm.bias"] = ((ihd,), "norm_bias")
+            out[ix + ".weights_proj.weight"] = ((c["index_n_heads"], hid), "linear")
         out[p + ".post_attention_layernorm.weight"] = ((hid,), "norm")
         if l < c["first_k_dense_replace"]:
             mlp(p + ".mlp", c["intermediate_size"])
@@ -128,12 +140,18 @@ def random_value(name, shape, kind, seed):
         return 1.0 + 0.1 * rng.standard_normal(shape)
     if kind == "bias":
         return 0.05 * rng.standard_normal(shape)
+    if kind == "norm_bias":
+        return 0.02 * rng.standard_normal(shape)
     return rng.standard_normal(shape)  # embed
 
 
 def is_fp8(name):
-    return (name.startswith("model.layers.") and name.endswith("_proj.weight")
-            and not name.endswith("eh_proj.weight"))
+    if not name.startswith("model.layers."):
+        return False
+    if name.endswith((".indexer.wq_b.weight", ".indexer.wk.weight")):
+        return True
+    return (name.endswith("_proj.weight")
+            and not name.endswith(("eh_proj.weight", ".indexer.weights_proj.weight")))
 
 
 def build_tensors(cfg, dtype, seed):
@@ -141,7 +159,7 @@ def build_tensors(cfg, dtype, seed):
     tensors = {}
     for name, (shape, kind) in tensor_shapes(cfg).items():
         value = random_value(name, shape, kind, seed)
-        if kind == "bias":
+        if kind in ("bias", "norm_bias"):
             tensors[name] = ("F32", value.astype(np.float32))
         elif dtype == "fp8" and is_fp8(name):
             bits, scale = block_quant_fp8(value)
@@ -159,6 +177,8 @@ def write_random_checkpoint(out_dir, preset="v3", dtype="bf16", seed=0, shards=1
     if dtype == "fp8":
         cfg["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3",
                                       "quant_method": "fp8", "weight_block_size": [128, 128]}
+        if cfg.get("index_topk"):  # DeepSeek-V3.2's: power-of-two activation scales
+            cfg["quantization_config"]["scale_fmt"] = "ue8m0"
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)

@@ -7,12 +7,44 @@ cache, so it shares nothing with the engine's absorbed/cached MLA.
   /usr/bin/python3 tests/reference/reference.py --model DIR --prompt-ids 1,2,3 \
       [--prompt-ids 4,5 ...] --max-tokens N --logits-out L.npy --tokens-out T.json \
       [--compute exact|fast] [--requant none|int8] \
-      [--follow-routes TRACE [--follow-tokens T.json]]
+      [--follow-routes TRACE [--follow-tokens T.json]] [--dense-attention]
 
 Logits: float32 [num_sequences, N, vocab]; step 0 is at the last prompt position, step i
 at the i-th generated token. Greedy: generated token i+1 = argmax(step i). No EOS stop.
 stderr gets each sequence's smallest top-2 logit gap (relative to max|logit|): prompts
 whose gap is near the comparison tolerance make token-equality checks flaky.
+
+DeepSeek Sparse Attention (DSA; DeepSeek-V3.2, a config with index_topk > 0; --dense-attention
+ignores it and runs dense MLA, for comparisons). In every layer (MTP layers too) a lightning
+indexer picks for each query t the positions s <= t that MLA attends. Written from
+DeepSeek-V3.2-Exp's inference/model.py (class Indexer); Hi = index_n_heads, D = index_head_dim,
+K = index_topk, R = qk_rope_head_dim. x_t is the attention input (after input_layernorm) and
+qr_t = q_a_layernorm(q_a_proj(x_t)) the normed q latent that q_b_proj reads:
+  1. q_t = wq_b(qr_t) viewed [Hi, D];  k_t = LayerNorm(wk(x_t)) (k_norm.weight, k_norm.bias,
+     eps 1e-6: (v - mean) / sqrt(biased var + eps) * weight + bias).
+  2. RoPE on the FIRST R values of each q head and of k, rotate-half (NeoX, non-interleaved):
+     for i < R/2, y[i] = x[i] cos - x[i+R/2] sin, y[i+R/2] = x[i] sin + x[i+R/2] cos, with the
+     cos/sin of MLA's RoPE (rope_cos_sin(): YaRN's inv_freq, times cs_mul). The last D - R values
+     are not rotated. (MLA's q is [nope | pe] with adjacent pairs; here the roped part is first.)
+  3. q_t[h] <- H q_t[h] / sqrt(D), k_t <- H k_t / sqrt(D); H the D x D Sylvester Hadamard matrix
+     (H_1 = [1], H_2n = [[H_n, H_n], [H_n, -H_n]], natural order: H[i, j] = (-1)^popcount(i & j)).
+  4. FP8 per block of 128 values (D/128 blocks per q head and per k): amax = max(max|v|, 1e-4),
+     s = amax / 448, or s = 2^ceil(log2(amax / 448)) when quantization_config.scale_fmt is
+     "ue8m0"; value = e4m3(clamp(v / s, -448, 448)), e4m3 = nearest float8 e4m3fn value, ties to
+     even (e4m3_round). q_fp8[t, h], q_s[t, h]; k_fp8[s], k_s[s] (all in float64 here).
+  5. w[t, h] = (x_t . weights_proj[h]) * Hi^-0.5 * q_s[t, h] * D^-0.5.
+  6. score[t, s] = k_s[s] * sum_h w[t, h] * max(0, q_fp8[t, h] . k_fp8[s])  for s <= t.
+     (D > 128: score[t, s] = sum_h (x_t . weights_proj[h]) Hi^-0.5 D^-0.5 *
+      max(0, sum_b q_s[t, h, b] k_s[s, b] (q_fp8[t, h, b] . k_fp8[s, b])), blocks b of 128.)
+  7. The min(K, t + 1) positions with the largest score are selected; equal scores are taken
+     lower position first (the engine's rule too).
+  8. MLA's softmax (the expanded form below) runs over the selected positions only.
+The indexer's products (wq_b, wk, weights_proj) are exact float64 products whatever --compute
+and --requant say, as the engine runs them (like the router: the indexer only ranks positions);
+its input q latent is q_a_proj's, which those modes do change. Keys depend only on their own token, so recomputing the whole sequence every step gives
+the cached engine's keys. stderr also gets, per sequence, the smallest gap between the K-th and
+(K+1)-th index score of any query that had more than K positions (relative to that query's
+max|score|): a near tie there can flip a selection between the engine and this reference.
 """
 import argparse
 import json
@@ -125,6 +157,99 @@ def apply_rope_adjacent(x, cos, sin):
     return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).flatten(-2)
 
 
+# DeepSeek Sparse Attention (module docstring, steps 1-7).
+FP8_MAX = 448.0
+FP8_BLOCK = 128
+
+
+def apply_rope_halves(x, cos, sin):
+    """x [T, ..., d]; pairs (i, i + d/2) rotated by angle[t, i] (rotate-half, the indexer's RoPE).
+    cos/sin [T, d/2]."""
+    shape = (cos.shape[0],) + (1,) * (x.dim() - 2) + (cos.shape[1],)
+    c, s = cos.reshape(shape), sin.reshape(shape)
+    half = x.shape[-1] // 2
+    x0, x1 = x[..., :half], x[..., half:]
+    return torch.cat((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1)
+
+
+def hadamard_matrix(d):
+    """The d x d Sylvester Hadamard matrix (entries +-1, natural order); d a power of two."""
+    if d < 1 or d & (d - 1):
+        raise ValueError(f"Hadamard size {d} is not a power of two")
+    h = torch.ones(1, 1, dtype=DT)
+    while h.shape[0] < d:
+        h = torch.cat((torch.cat((h, h), 1), torch.cat((h, -h), 1)), 0)
+    return h
+
+
+def hadamard_rotate(x):
+    """x [..., d] -> H x / sqrt(d) on the last axis (fast_hadamard_transform with scale d^-0.5)."""
+    d = x.shape[-1]
+    return (x @ hadamard_matrix(d).T) * d ** -0.5
+
+
+def e4m3_round(v):
+    """float64 tensor -> the nearest float8 e4m3fn value (ties to even), saturated at +-448, as
+    float64. Per binade [2^e, 2^(e+1)) (e >= -6; below, the subnormal step 2^-9) the values are
+    multiples of 2^(e-3), so rounding v / 2^(e-3) to an integer (half to even: an even multiple
+    is an even mantissa) is exact arithmetic; |v| <= 448 never rounds past 448 (= 14 * 2^5)."""
+    a = v.abs().clamp(max=FP8_MAX)
+    _, e = torch.frexp(a)                        # a = m 2^e, m in [0.5, 1): floor(log2 a) = e - 1
+    step = torch.ldexp(torch.ones_like(a), (e - 1).clamp(min=-6) - 3)
+    return torch.copysign(torch.round(a / step) * step, v)
+
+
+def fp8_block_quant(v, ue8m0):
+    """v [..., D] (D a multiple of 128) -> (e4m3 values [..., D] as float64, scales [..., D/128]):
+    amax = max(max|block|, 1e-4); s = amax / 448, or with ue8m0 the power of two
+    2^ceil(log2(amax / 448)); value = e4m3(clamp(v / s, -448, 448))."""
+    d = v.shape[-1]
+    if d % FP8_BLOCK:
+        raise ValueError(f"index_head_dim {d} is not a multiple of {FP8_BLOCK}")
+    blocks = v.reshape(v.shape[:-1] + (d // FP8_BLOCK, FP8_BLOCK))
+    s = blocks.abs().amax(-1).clamp(min=1e-4) / FP8_MAX
+    if ue8m0:
+        m, e = torch.frexp(s)                    # s = m 2^e: ceil(log2 s) = e - 1 iff m == 0.5
+        s = torch.ldexp(torch.ones_like(s), torch.where(m == 0.5, e - 1, e))
+    q = e4m3_round((blocks / s[..., None]).clamp(-FP8_MAX, FP8_MAX))
+    return q.reshape(v.shape), s
+
+
+def index_scores(q8, qs, k8, ks, w):
+    """Steps 5-6. q8 [T, Hi, D], qs [T, Hi, D/128], k8 [S, D], ks [S, D/128],
+    w [T, Hi] = (x . weights_proj) * Hi^-0.5 -> score [T, S] (no causal mask)."""
+    num_q, hi, d = q8.shape
+    nb = d // FP8_BLOCK
+    if nb == 1:  # D = 128: one scale per q head and per key, as DeepSeek's fp8_index
+        wq = w * qs[..., 0] * d ** -0.5                          # step 5's w[t, h]
+        dots = torch.einsum("thd,sd->tsh", q8, k8)
+        return ks[None, :, 0] * (torch.relu(dots) * wq[:, None, :]).sum(-1)
+    dots = torch.einsum("thbd,sbd->tshb", q8.view(num_q, hi, nb, FP8_BLOCK),
+                        k8.view(-1, nb, FP8_BLOCK))
+    dots = (dots * qs[:, None, :, :] * ks[None, :, None, :]).sum(-1)
+    return (torch.relu(dots) * (w * d ** -0.5)[:, None, :]).sum(-1)
+
+
+def select_top(scores, k):
+    """Step 7. scores [T, T] (query t, position s; s > t ignored) -> (selected bool [T, T]:
+    per query the min(k, t + 1) largest scores, equal scores lower position first;
+    gaps {t: (score_k - score_k+1) / max|score| over s <= t} of the queries with > k positions)."""
+    num_tokens = scores.shape[0]
+    causal = torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu(1)
+    masked = scores.masked_fill(causal, float("-inf"))
+    # A stable descending sort keeps equal scores in position order; the masked -inf go last.
+    vals, order = torch.sort(masked, dim=-1, descending=True, stable=True)
+    selected = torch.zeros(num_tokens, num_tokens, dtype=torch.bool)
+    gaps = {}
+    for t in range(num_tokens):
+        n = min(k, t + 1)
+        selected[t, order[t, :n]] = True
+        if t + 1 > k:
+            top = float(scores[t, :t + 1].abs().max())
+            gaps[t] = (float(vals[t, k - 1]) - float(vals[t, k])) / top if top > 0 else 0.0
+    return selected, gaps
+
+
 class Model:
     """Weights are read lazily from the checkpoint and kept as float64 tensors."""
 
@@ -132,6 +257,9 @@ class Model:
     # of each MoE layer]}), and the gaps of the gate decisions it overrode.
     follow = None
     fast, requant = False, "none"
+    # dense_attention: ignore a DSA indexer (--dense-attention). index_gaps: {(layer, position):
+    # smallest selection gap (select_top) seen}, recorded when a dict.
+    dense_attention, index_gaps = False, None
 
     # The weights --requant int8 requantizes (by name suffix; lm_head by its full name): every
     # projection the forward pass streams but kv_b_proj (W_uk/W_uv, which keeps the --compute
@@ -139,7 +267,7 @@ class Model:
     REQUANT_SUFFIXES = (".q_a_proj", ".q_b_proj", ".q_proj", ".kv_a_proj_with_mqa", ".o_proj",
                         ".gate_proj", ".up_proj", ".down_proj", ".eh_proj", ".shared_head.head")
 
-    def __init__(self, model_dir, fast=False, requant="none"):
+    def __init__(self, model_dir, fast=False, requant="none", dense_attention=False):
         # fast: the engine's --compute fast numerics (docs/kernels.md, "Compute modes"): every
         # projection but the MoE router rounds its input and its weight (FP8 times scale, as
         # float32) to bfloat16 before an exact product.
@@ -150,6 +278,8 @@ class Model:
             raise ValueError(f"unsupported requant {requant!r}")
         self.fast = fast
         self.requant = requant
+        self.dense_attention = dense_attention
+        self.index_gaps = {}
         self._i8 = {}
         self.tie_gaps = []
         with open(os.path.join(model_dir, "config.json")) as f:
@@ -190,9 +320,56 @@ class Model:
         eps = self.cfg["rms_norm_eps"]
         return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * self.w(name + ".weight")
 
+    def layer_norm(self, x, name, eps=1e-6):
+        """LayerNorm over the last axis: (x - mean) / sqrt(biased variance + eps) * w + b."""
+        xc = x - x.mean(-1, keepdim=True)
+        var = (xc * xc).mean(-1, keepdim=True)
+        return xc / torch.sqrt(var + eps) * self.w(name + ".weight") + self.w(name + ".bias")
+
     def rope_cos_sin(self, num_tokens):
         ang = torch.arange(num_tokens, dtype=DT)[:, None] * self.inv_freq[None, :]
         return torch.cos(ang) * self.cs_mul, torch.sin(ang) * self.cs_mul
+
+    def q_latent(self, l, x):
+        """qr = q_a_layernorm(q_a_proj(x)) [T, q_lora_rank]: what q_b_proj (and DSA's wq_b) read."""
+        p = f"model.layers.{l}.self_attn"
+        return self.rms(self.linear(x, p + ".q_a_proj"), p + ".q_a_layernorm")
+
+    def index_topk(self):
+        """DSA's K, or 0 for dense attention (no indexer in the config, or --dense-attention)."""
+        return 0 if self.dense_attention else int(self.cfg.get("index_topk") or 0)
+
+    def indexer_scores(self, l, x):
+        """DSA's lightning indexer of layer l on the attention input x [T, hidden] (module
+        docstring, steps 1-6): index scores [T, T] of query t for position s (s > t: -inf)."""
+        c, p = self.cfg, f"model.layers.{l}.self_attn.indexer"
+        num_tokens = x.shape[0]
+        hi, d, rope = c["index_n_heads"], c["index_head_dim"], c["qk_rope_head_dim"]
+        if not c.get("q_lora_rank"):
+            raise ValueError("DSA's indexer reads the q latent: q_lora_rank is needed")
+        # 1. (exact products, whatever the compute mode: the engine's rule)
+        q = (self.q_latent(l, x) @ self.w(p + ".wq_b.weight").T).view(num_tokens, hi, d)
+        k = self.layer_norm(x @ self.w(p + ".wk.weight").T, p + ".k_norm")
+        # 2. rotate-half RoPE on the first R values, MLA's cos/sin
+        cos, sin = self.rope_cos_sin(num_tokens)
+        q = torch.cat((apply_rope_halves(q[..., :rope], cos, sin), q[..., rope:]), -1)
+        k = torch.cat((apply_rope_halves(k[:, :rope], cos, sin), k[:, rope:]), -1)
+        # 3. Hadamard rotation; 4. FP8 per 128-block
+        ue8m0 = (c.get("quantization_config") or {}).get("scale_fmt") == "ue8m0"
+        q8, qs = fp8_block_quant(hadamard_rotate(q), ue8m0)
+        k8, ks = fp8_block_quant(hadamard_rotate(k), ue8m0)
+        # 5.-6. head weights (an exact float64 product; q_s and D^-0.5 in index_scores), scores
+        w = (x @ self.w(p + ".weights_proj.weight").T) * hi ** -0.5
+        causal = torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu(1)
+        return index_scores(q8, qs, k8, ks, w).masked_fill(causal, float("-inf"))
+
+    def dsa_selected(self, l, x):
+        """Step 7: bool [T, T], query t attends position s; records the selection gaps."""
+        selected, gaps = select_top(self.indexer_scores(l, x), self.index_topk())
+        if self.index_gaps is not None:
+            for t, g in gaps.items():
+                self.index_gaps[l, t] = min(g, self.index_gaps.get((l, t), g))
+        return selected
 
     def mla_inputs(self, l, x):
         """Shared by the expanded form and by self_test's absorbed form.
@@ -204,8 +381,7 @@ class Model:
         num_tokens, nh = x.shape[0], c["num_attention_heads"]
         nope, rope = c["qk_nope_head_dim"], c["qk_rope_head_dim"]
         if c.get("q_lora_rank"):
-            q = self.linear(self.rms(self.linear(x, p + ".q_a_proj"), p + ".q_a_layernorm"),
-                            p + ".q_b_proj")
+            q = self.linear(self.q_latent(l, x), p + ".q_b_proj")
         else:
             q = self.linear(x, p + ".q_proj")
         q = q.view(num_tokens, nh, nope + rope)
@@ -237,6 +413,8 @@ class Model:
         k = torch.cat((k_nope, k_pe[:, None, :].expand(-1, nh, -1)), -1)
         scores = torch.einsum("thd,shd->hts", q, k) * self.softmax_scale
         causal = torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu(1)
+        if self.index_topk():  # DSA: the softmax runs over the indexer's selection only
+            causal = ~self.dsa_selected(l, x)
         probs = torch.softmax(scores.masked_fill(causal, float("-inf")), dim=-1)
         if self.fast:
             # The engine's order: the attention-weighted latent, then W_uv per head (rounded).
@@ -398,11 +576,14 @@ def main(argv=None):
                          "only up to there")
     ap.add_argument("--route-tie-tol", type=float, default=2e-2,
                     help="largest gap/max|choice| of an overridden gate decision")
+    ap.add_argument("--dense-attention", action="store_true",
+                    help="ignore a DSA indexer (index_topk): dense MLA over all earlier positions")
     args = ap.parse_args(argv)
     if args.max_tokens < 1:
         ap.error("--max-tokens must be >= 1")
     torch.set_num_threads(max(1, os.cpu_count() or 1))
-    model = Model(args.model, fast=args.compute == "fast", requant=args.requant)
+    model = Model(args.model, fast=args.compute == "fast", requant=args.requant,
+                  dense_attention=args.dense_attention)
     vocab = model.cfg["vocab_size"]
     prompts = [[int(t) for t in p.split(",") if t.strip()] for p in args.prompt_ids]
     for p in prompts:
@@ -424,6 +605,7 @@ def main(argv=None):
         s = len(all_tokens)
         if routes is not None:
             model.follow = {pos: layers for (seq, pos), layers in routes.items() if seq == s}
+        model.index_gaps = {}
         logits, toks = generate(model, p, args.max_tokens,
                                 engine_tokens[s] if engine_tokens is not None else None)
         all_logits.append(logits.numpy().astype(np.float32))
@@ -432,6 +614,16 @@ def main(argv=None):
         gaps = (top2[:, 0] - top2[:, 1]) / logits.abs().max(-1).values
         print(f"sequence {len(all_tokens) - 1}: smallest top-2 gap/max|logit| "
               f"{float(gaps.min()):.2e} at step {int(gaps.argmin())}", file=sys.stderr)
+        if model.index_topk():
+            k = model.index_topk()
+            if model.index_gaps:
+                (l, t), g = min(model.index_gaps.items(), key=lambda kv: kv[1])
+                print(f"sequence {len(all_tokens) - 1}: smallest index top-{k} gap "
+                      f"(score_{k} - score_{k + 1})/max|score| {g:.2e} at layer {l} position {t} "
+                      f"(of {len(model.index_gaps)} selections)", file=sys.stderr)
+            else:
+                print(f"sequence {len(all_tokens) - 1}: no index selection (no query has more "
+                      f"than index_topk {k} positions: attention is dense)", file=sys.stderr)
     np.save(args.logits_out, np.stack(all_logits))
     with open(args.tokens_out, "w") as f:
         json.dump({"tokens": all_tokens}, f)

@@ -1,4 +1,5 @@
-"""Self-checks of the reference: formats, RoPE, YaRN, gate, absorbed-vs-expanded MLA, int8, CLI.
+"""Self-checks of the reference: formats, RoPE, YaRN, gate, absorbed-vs-expanded MLA, int8, CLI,
+DeepSeek Sparse Attention (Hadamard, FP8 e4m3/ue8m0, selection, brute-force indexer, dense limit).
 
   /usr/bin/python3 tests/reference/self_test.py [-v]
 """
@@ -506,6 +507,388 @@ class ModelTest(unittest.TestCase):
             ids = [1, 2, 3, 4]
             self.assertTrue(torch.equal(ref.Model(sharded).forward(ids),
                                         ref.Model(self.dirs["v3", "fp8"]).forward(ids)))
+
+
+# ---------------------------------------------------------------------------------------------
+# DeepSeek Sparse Attention (reference.py's docstring, steps 1-8).
+
+def fwht(v):
+    """Fast Walsh-Hadamard transform of a list (butterflies in natural order, unscaled)."""
+    v, n, h = [float(e) for e in v], len(v), 1
+    while h < n:
+        for i in range(0, n, 2 * h):
+            for j in range(i, i + h):
+                v[j], v[j + h] = v[j] + v[j + h], v[j] - v[j + h]
+        h *= 2
+    return v
+
+
+def naive_fp8_block(v, ue8m0):
+    """One vector (list), blocks of 128: (e4m3 values from safetensors_io's table encoder,
+    scales), element by element."""
+    vals, scales = [], []
+    for b in range(0, len(v), 128):
+        blk = v[b:b + 128]
+        amax = max(max(abs(e) for e in blk), 1e-4)
+        s = 2.0 ** math.ceil(math.log2(amax / 448.0)) if ue8m0 else amax / 448.0
+        for e in blk:
+            code = st.f32_to_e4m3_bits(np.array([min(448.0, max(-448.0, e / s))]))[0]
+            vals.append(float(st.E4M3_TABLE[code]))
+        scales.append(s)
+    return vals, scales
+
+
+def naive_indexer(m, l, h_in):
+    """DSA's index scores of layer l in loops (one vector at a time; numpy only for single dot
+    products) from the layer's input h_in [T, hidden] (before input_layernorm): {(t, s): score}
+    for s <= t. The general blocked form of step 6 (for D = 128 equal to the 1-block form)."""
+    c, a = m.cfg, f"model.layers.{l}.self_attn"
+    ix = a + ".indexer"
+    hi, d, r, eps = c["index_n_heads"], c["index_head_dim"], c["qk_rope_head_dim"], c["rms_norm_eps"]
+    ue8m0 = (c.get("quantization_config") or {}).get("scale_fmt") == "ue8m0"
+
+    def w(name):
+        return m.w(name).numpy()
+
+    def matvec(mat, v):
+        return [float(np.dot(mat[o], v)) for o in range(mat.shape[0])]
+
+    def rms(v, name):
+        g, ms = w(name), sum(e * e for e in v) / len(v)
+        return [v[i] / math.sqrt(ms + eps) * g[i] for i in range(len(v))]
+
+    def rope(v, pos):  # rotate-half on v[:r]
+        out = list(v)
+        for i in range(r // 2):
+            ang = pos * float(m.inv_freq[i])
+            cs, sn = math.cos(ang) * m.cs_mul, math.sin(ang) * m.cs_mul
+            out[i] = v[i] * cs - v[i + r // 2] * sn
+            out[i + r // 2] = v[i] * sn + v[i + r // 2] * cs
+        return out
+
+    q8, qs, k8, ks, wts = [], [], [], [], []
+    for t in range(h_in.shape[0]):
+        x = rms([float(e) for e in h_in[t]], f"model.layers.{l}.input_layernorm.weight")
+        qr = rms(matvec(w(a + ".q_a_proj.weight"), x), a + ".q_a_layernorm.weight")
+        q = matvec(w(ix + ".wq_b.weight"), qr)
+        k = matvec(w(ix + ".wk.weight"), x)
+        mean = sum(k) / d
+        var = sum((e - mean) ** 2 for e in k) / d
+        g, b = w(ix + ".k_norm.weight"), w(ix + ".k_norm.bias")
+        k = [(k[i] - mean) / math.sqrt(var + 1e-6) * g[i] + b[i] for i in range(d)]
+        k8t, kst = naive_fp8_block([e / math.sqrt(d) for e in fwht(rope(k, t))], ue8m0)
+        k8.append(k8t)
+        ks.append(kst)
+        q8.append([])
+        qs.append([])
+        for h in range(hi):
+            qh = [e / math.sqrt(d) for e in fwht(rope(q[h * d:(h + 1) * d], t))]
+            vals, sc = naive_fp8_block(qh, ue8m0)
+            q8[t].append(vals)
+            qs[t].append(sc)
+        wp = w(ix + ".weights_proj.weight")
+        wts.append([float(np.dot(wp[h], x)) * hi ** -0.5 * d ** -0.5 for h in range(hi)])
+    scores = {}
+    for t in range(h_in.shape[0]):
+        for s_ in range(t + 1):
+            total = 0.0
+            for h in range(hi):
+                dot = 0.0
+                for b in range(d // 128):
+                    blk = slice(b * 128, (b + 1) * 128)
+                    dot += qs[t][h][b] * ks[s_][b] * float(np.dot(q8[t][h][blk], k8[s_][blk]))
+                total += wts[t][h] * max(0.0, dot)
+            scores[t, s_] = total
+    return scores
+
+
+def naive_select(scores, num_tokens, k):
+    """{t: set of positions}: the min(k, t + 1) largest scores, equal ones lower position first."""
+    return {t: set(sorted(range(t + 1), key=lambda s_: (-scores[t, s_], s_))[:min(k, t + 1)])
+            for t in range(num_tokens)}
+
+
+def layer_input(m, ids, l):
+    """The hidden state entering layer l (a main-model layer) for ids."""
+    x = m.w("model.embed_tokens.weight")[torch.tensor(ids, dtype=torch.long)]
+    for j in range(l):
+        x = m.layer(j, x)
+    return x
+
+
+IDS20 = [3, 17, 200, 5, 5, 99, 511, 0, 42, 7, 300, 12, 12, 12, 450, 61, 8, 250, 33, 190]
+
+
+class DsaMathTest(unittest.TestCase):
+    def test_hadamard(self):
+        for d in (1, 2, 4, 8, 32, 128, 256):
+            h = ref.hadamard_matrix(d)
+            want = [[(-1.0) ** bin(i & j).count("1") for j in range(d)] for i in range(d)]
+            self.assertEqual(h.tolist(), want, d)  # Sylvester's, natural order
+            self.assertTrue(torch.equal(h @ h.T, d * torch.eye(d, dtype=ref.DT)))
+            hs = h * d ** -0.5
+            self.assertLess(float((hs @ hs.T - torch.eye(d, dtype=ref.DT)).abs().max()), 1e-15)
+            x = torch.randn(5, d, dtype=ref.DT, generator=torch.Generator().manual_seed(d))
+            got = ref.hadamard_rotate(x)
+            want = torch.tensor([fwht(row) for row in x.tolist()], dtype=ref.DT) * d ** -0.5
+            self.assertLess(float((got - want).abs().max()), 1e-13, d)
+            self.assertTrue(torch.allclose(got.norm(dim=-1), x.norm(dim=-1), rtol=1e-13))
+        for d in (0, 3, 96):
+            with self.assertRaises(ValueError):
+                ref.hadamard_matrix(d)
+
+    def test_e4m3_round(self):
+        table = st.E4M3_TABLE
+        pos = table[:0x7F]                           # the finite non-negative values, increasing
+        finite = np.concatenate((pos, -pos))
+        t = torch.from_numpy(finite)
+        self.assertTrue(torch.equal(ref.e4m3_round(t), t))     # representable values are kept
+        # every midpoint between neighbours goes to the even code; just off it, to the nearer one
+        lo, hi = pos[:-1], pos[1:]
+        mid = torch.from_numpy((lo + hi) / 2)
+        even = torch.from_numpy(np.where(np.arange(0x7E) % 2 == 0, lo, hi))
+        self.assertTrue(torch.equal(ref.e4m3_round(mid), even))
+        self.assertTrue(torch.equal(ref.e4m3_round(-mid), -even))
+        below = torch.from_numpy(np.nextafter((lo + hi) / 2, -np.inf))
+        above = torch.from_numpy(np.nextafter((lo + hi) / 2, np.inf))
+        self.assertTrue(torch.equal(ref.e4m3_round(below), torch.from_numpy(lo)))
+        self.assertTrue(torch.equal(ref.e4m3_round(above), torch.from_numpy(hi)))
+        hand = {1.0625: 1.0, 1.1875: 1.25, 1.07: 1.125, 2.0 ** -10: 0.0, 3 * 2.0 ** -10: 2.0 ** -8,
+                2.0 ** -11: 0.0, 0.0: 0.0, 17.0: 16.0, 19.0: 20.0, 232.0: 224.0, 440.0: 448.0,
+                -1.0625: -1.0, -3 * 2.0 ** -10: -(2.0 ** -8)}
+        for v, want in hand.items():
+            self.assertEqual(ref.e4m3_round(torch.tensor([v], dtype=ref.DT)).item(), want, v)
+        sat = torch.tensor([448.0, 449.0, 464.0, 479.9, 480.0, 1e6, 1e300], dtype=ref.DT)
+        self.assertEqual(ref.e4m3_round(sat).tolist(), [448.0] * 7)
+        self.assertEqual(ref.e4m3_round(-sat).tolist(), [-448.0] * 7)
+        # random values at every scale against safetensors_io's table encoder
+        rng = np.random.default_rng(11)
+        v = rng.standard_normal(200000) * 10.0 ** rng.uniform(-4, 3, 200000)
+        got = ref.e4m3_round(torch.from_numpy(v)).numpy()
+        np.testing.assert_array_equal(got, table[st.f32_to_e4m3_bits(v)])
+
+    @unittest.skipUnless(hasattr(torch, "float8_e4m3fn"), "this torch has no float8_e4m3fn")
+    def test_e4m3_round_matches_torch_float8(self):
+        rng = np.random.default_rng(12)
+        v = torch.from_numpy(rng.standard_normal(100000) * 10.0 ** rng.uniform(-4, 2.6, 100000))
+        v = v.to(torch.float32).to(ref.DT)  # torch casts float64 through float32
+        want = v.clamp(-448, 448).to(torch.float8_e4m3fn).to(ref.DT)
+        self.assertTrue(torch.equal(ref.e4m3_round(v), want))
+
+    def test_fp8_block_quant_scales(self):
+        rng = np.random.default_rng(13)
+        mags = 10.0 ** rng.uniform(-6, 4, 40)
+        v = torch.from_numpy(rng.standard_normal((40, 256)) * mags[:, None])
+        v[0] = 0.0                                           # all zero: amax clamps to 1e-4
+        v[1, :] = 0.5 * 2.0 ** -3 * 448; v[1, 5] = 2.0 ** -3 * 448   # amax / 448 a power of two
+        v[2, :128] = 1.0; v[2, 3] = -2.0 ** -3 * 448 * (1 + 1e-12)   # just above it (block 0)
+        for ue8m0 in (False, True):
+            q, s = ref.fp8_block_quant(v, ue8m0)
+            self.assertEqual(tuple(s.shape), (40, 2))
+            amax = v.view(40, 2, 128).abs().amax(-1).clamp(min=1e-4)
+            if ue8m0:
+                mant, _ = torch.frexp(s)
+                self.assertTrue(bool((mant == 0.5).all()))       # powers of two
+                self.assertTrue(bool((s >= amax / 448).all()))
+                self.assertTrue(bool((s / 2 < amax / 448).all()))  # the smallest such
+                self.assertEqual(s[1, 0].item(), 2.0 ** -3)
+                self.assertEqual(s[2, 0].item(), 2.0 ** -2)
+                self.assertEqual(s[0, 0].item(), 2.0 ** math.ceil(math.log2(1e-4 / 448)))
+            else:
+                self.assertTrue(torch.equal(s, amax / 448))
+                # each block's largest |v| lands on +-448 (unless amax was clamped to 1e-4)
+                big = v.view(40, 2, 128).abs().argmax(-1)
+                top = q.view(40, 2, 128).gather(-1, big[..., None]).abs()[..., 0]
+                real = v.view(40, 2, 128).abs().amax(-1) >= 1e-4
+                self.assertGreater(int(real.sum()), 40)
+                self.assertTrue(bool((top[real] == 448).all()))
+                self.assertTrue(bool((top[~real] < 448).all()))
+            self.assertLessEqual(float(q.abs().max()), 448.0)
+            blocks = (v.view(40, 2, 128) / s[..., None]).clamp(-448, 448)
+            self.assertTrue(torch.equal(q, ref.e4m3_round(blocks).view(40, 256)))
+            for row in (0, 1, 7, 39):
+                nq, ns = naive_fp8_block(v[row].tolist(), ue8m0)
+                self.assertEqual(q[row].tolist(), nq)
+                self.assertEqual(s[row].tolist(), ns)
+        with self.assertRaises(ValueError):
+            ref.fp8_block_quant(torch.zeros(2, 96, dtype=ref.DT), False)
+
+    def test_rope_halves(self):
+        torch.manual_seed(1)
+        t, h, d = 7, 3, 16
+        ang = torch.arange(t, dtype=ref.DT)[:, None] * torch.rand(d // 2, dtype=ref.DT)[None]
+        cos, sin = torch.cos(ang), torch.sin(ang)
+        x = torch.randn(t, h, d, dtype=ref.DT)
+        # rotate-half (HF's rotate_half without the permute) is the same rotation
+        emb_cos, emb_sin = torch.cat((cos, cos), -1)[:, None], torch.cat((sin, sin), -1)[:, None]
+        want = x * emb_cos + hf_rotate_half(x) * emb_sin
+        self.assertTrue(torch.allclose(ref.apply_rope_halves(x, cos, sin), want, atol=1e-14))
+        self.assertTrue(torch.allclose(ref.apply_rope_halves(x[:, 0], cos, sin), want[:, 0],
+                                       atol=1e-14))
+
+    def test_select_ties_lower_position_first(self):
+        big = 100.0  # above the diagonal: ignored
+        scores = torch.tensor([[1, big, big, big, big, big],
+                               [0, 0, big, big, big, big],
+                               [3, 1, 2, big, big, big],
+                               [3, 1, 2, 0, big, big],
+                               [5, 5, 5, 5, 5, big],
+                               [1, 2, 2, 2, 0, 2]], dtype=ref.DT)
+        sel, gaps = ref.select_top(scores, 3)
+        got = {t: set(torch.nonzero(sel[t]).flatten().tolist()) for t in range(6)}
+        self.assertEqual(got, {0: {0}, 1: {0, 1}, 2: {0, 1, 2}, 3: {0, 1, 2}, 4: {0, 1, 2},
+                               5: {1, 2, 3}})
+        self.assertEqual(gaps, {3: 1 / 3, 4: 0.0, 5: 0.0})
+        sel, gaps = ref.select_top(scores, 6)
+        self.assertTrue(torch.equal(sel, torch.ones(6, 6, dtype=torch.bool).tril()))
+        self.assertEqual(gaps, {})
+        rng = np.random.default_rng(14)
+        for k in (1, 2, 5):
+            sc = torch.from_numpy(rng.integers(-3, 3, (30, 30)).astype(np.float64))  # many ties
+            sel, _ = ref.select_top(sc, k)
+            d = {(t, s_): float(sc[t, s_]) for t in range(30) for s_ in range(t + 1)}
+            want = naive_select(d, 30, k)
+            for t in range(30):
+                self.assertEqual(set(torch.nonzero(sel[t]).flatten().tolist()), want[t], (k, t))
+
+    def test_blocked_scores_d256_against_loops(self):
+        # index_head_dim 256: two FP8 blocks per head and key (the general form of step 6)
+        cfg = {"hidden_size": 24, "q_lora_rank": 16, "index_n_heads": 3, "index_head_dim": 256,
+               "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "index_topk": 3,
+               "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "rope_scaling": None}
+        rng = np.random.default_rng(15)
+        a, ix = "model.layers.0.self_attn", "model.layers.0.self_attn.indexer"
+        wts = {"model.layers.0.input_layernorm.weight": 1 + 0.1 * rng.standard_normal(24),
+               a + ".q_a_proj.weight": rng.standard_normal((16, 24)) / 5,
+               a + ".q_a_layernorm.weight": 1 + 0.1 * rng.standard_normal(16),
+               ix + ".wq_b.weight": rng.standard_normal((3 * 256, 16)) / 4,
+               ix + ".wk.weight": rng.standard_normal((256, 24)) / 5,
+               ix + ".k_norm.weight": 1 + 0.1 * rng.standard_normal(256),
+               ix + ".k_norm.bias": 0.02 * rng.standard_normal(256),
+               ix + ".weights_proj.weight": rng.standard_normal((3, 24)) / 5}
+        for ue8m0 in (False, True):
+            c = dict(cfg, quantization_config={"scale_fmt": "ue8m0"} if ue8m0 else None)
+            m = stub_model(c, wts)
+            m.inv_freq, m.cs_mul, m.softmax_scale = ref.rope_params(c)
+            h_in = torch.from_numpy(rng.standard_normal((9, 24)))
+            scores = m.indexer_scores(0, m.rms(h_in, "model.layers.0.input_layernorm"))
+            want = naive_indexer(m, 0, h_in)
+            top = max(abs(v) for v in want.values())
+            for (t, s_), v in want.items():
+                self.assertLess(abs(float(scores[t, s_]) - v), 1e-12 * top, (ue8m0, t, s_))
+            self.assertTrue(bool(torch.isinf(scores[torch.ones(9, 9).triu(1).bool()]).all()))
+
+
+class DsaModelTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.dirs = {}
+        for dtype in ("bf16", "fp8"):
+            d = os.path.join(cls.tmp.name, f"v32-{dtype}")
+            mrc.write_random_checkpoint(d, "v32", dtype, seed=0)
+            cls.dirs[dtype] = d
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_checkpoint(self):
+        fp8, bf16 = st.Checkpoint(self.dirs["fp8"]), st.Checkpoint(self.dirs["bf16"])
+        with open(os.path.join(self.dirs["fp8"], "config.json")) as f:
+            cfg = json.load(f)
+        self.assertEqual((cfg["model_type"], cfg["architectures"], cfg["index_topk"],
+                          cfg["index_n_heads"], cfg["index_head_dim"]),
+                         ("deepseek_v32", ["DeepseekV32ForCausalLM"], 16, 8, 128))
+        self.assertEqual(cfg["quantization_config"]["scale_fmt"], "ue8m0")
+        with open(os.path.join(self.dirs["bf16"], "config.json")) as f:
+            self.assertNotIn("quantization_config", json.load(f))
+        for l in range(4):  # 3 layers and the MTP module's
+            ix = f"model.layers.{l}.self_attn.indexer"
+            want = {".wq_b.weight": ("F8_E4M3", (1024, 96)), ".wk.weight": ("F8_E4M3", (128, 192)),
+                    ".wq_b.weight_scale_inv": ("F32", (8, 1)),
+                    ".wk.weight_scale_inv": ("F32", (1, 2)),
+                    ".k_norm.weight": ("BF16", (128,)), ".k_norm.bias": ("F32", (128,)),
+                    ".weights_proj.weight": ("BF16", (8, 192))}
+            for suffix, (dt, shape) in want.items():
+                self.assertEqual((fp8.dtype(ix + suffix), fp8.get(ix + suffix).shape), (dt, shape))
+            self.assertEqual(bf16.dtype(ix + ".wq_b.weight"), "BF16")
+            self.assertEqual(bf16.dtype(ix + ".k_norm.bias"), "F32")
+            self.assertFalse(bf16.has(ix + ".wq_b.weight_scale_inv"))
+            bias = bf16.get(ix + ".k_norm.bias")
+            self.assertTrue(0.01 < float(bias.std()) < 0.03)
+        self.assertFalse([n for n in mrc.tensor_shapes(mrc.make_config("v3")) if "indexer" in n])
+
+    def test_dense_when_topk_covers_the_sequence(self):
+        ids = IDS20[:12]
+        for dtype, d in self.dirs.items():
+            for kw in ({}, {"fast": True}, {"requant": "int8"}):
+                dsa, dense = ref.Model(d, **kw), ref.Model(d, dense_attention=True, **kw)
+                for k in (16, 12):  # index_topk >= T, and == T
+                    dsa.cfg["index_topk"] = k
+                    self.assertTrue(torch.equal(dsa.forward(ids), dense.forward(ids)), (dtype, kw, k))
+                    self.assertTrue(torch.equal(dsa.mtp_logits(ids), dense.mtp_logits(ids)))
+                self.assertEqual(dsa.index_gaps, {})
+                self.assertTrue(any(".indexer." in n for n in dsa._w))   # the indexer ran
+                self.assertFalse(any(".indexer." in n for n in dense._w))  # and was ignored
+
+    def test_small_topk_differs_and_matches_brute_force(self):
+        for dtype, d in self.dirs.items():
+            dsa, dense = ref.Model(d), ref.Model(d, dense_attention=True)
+            dsa.cfg["index_topk"] = 4
+            a, b = dsa.forward(IDS20), dense.forward(IDS20)
+            err = float((a - b).abs().max() / b.abs().max())
+            self.assertGreater(err, 1e-2, dtype)
+            # positions 0-3 have <= 4 positions: the same attention
+            self.assertLess(float((a[:4] - b[:4]).abs().max() / b.abs().max()), 1e-12)
+            self.assertGreater(float((dsa.mtp_logits(IDS20) - dense.mtp_logits(IDS20)).abs().max()),
+                               0)
+            for l, h_in in ((1, layer_input(dsa, IDS20, 1)), (3, layer_input(dsa, IDS20, 2))):
+                xn = dsa.rms(h_in, f"model.layers.{l}.input_layernorm")
+                scores = dsa.indexer_scores(l, xn)
+                sel, gaps = ref.select_top(scores, 4)
+                self.assertTrue(torch.equal(sel, dsa.dsa_selected(l, xn)))
+                self.assertEqual(sel.sum(-1).tolist(), [min(4, t + 1) for t in range(20)])
+                self.assertFalse(torch.equal(sel, torch.ones(20, 20, dtype=torch.bool).tril()))
+                want = naive_indexer(dsa, l, h_in)
+                top = max(abs(v) for v in want.values())
+                for (t, s_), v in want.items():
+                    self.assertLess(abs(float(scores[t, s_]) - v), 1e-11 * top, (dtype, l, t, s_))
+                naive = naive_select(want, 20, 4)
+                compared = 0
+                for t in range(20):
+                    if gaps.get(t, 1.0) < 1e-9:
+                        continue  # a near tie: float order may decide it either way
+                    self.assertEqual(set(torch.nonzero(sel[t]).flatten().tolist()), naive[t],
+                                     (dtype, l, t))
+                    compared += 1
+                self.assertGreaterEqual(compared, 19)
+
+    def test_cli_dense_flag_and_selection_gaps(self):
+        prompt, n = IDS20, 2
+        with tempfile.TemporaryDirectory() as out:
+            res = {}
+            for flag in ([], ["--dense-attention"]):
+                lpath, tpath = os.path.join(out, "l.npy"), os.path.join(out, "t.json")
+                cmd = [PY, os.path.join(HERE, "reference.py"), "--model", self.dirs["fp8"],
+                       "--max-tokens", str(n), "--logits-out", lpath, "--tokens-out", tpath,
+                       "--prompt-ids", ",".join(map(str, prompt)), "--prompt-ids", "5,6,7"] + flag
+                err = subprocess.run(cmd, check=True, capture_output=True, text=True).stderr
+                with open(tpath) as f:
+                    res[bool(flag)] = (np.load(lpath), json.load(f)["tokens"], err)
+            (dsa_l, dsa_t, dsa_err), (dense_l, dense_t, dense_err) = res[False], res[True]
+            self.assertRegex(dsa_err, r"sequence 0: smallest index top-16 gap \(score_16 - "
+                                      r"score_17\)/max\|score\| \S+ at layer \d position \d+ "
+                                      r"\(of 15 selections\)")  # positions 16-20, 3 layers
+            self.assertIn("sequence 1: no index selection", dsa_err)
+            self.assertNotIn("index", dense_err)
+            self.assertFalse(np.array_equal(dsa_l[0], dense_l[0]))
+            np.testing.assert_array_equal(dsa_l[1], dense_l[1])  # 3-5 positions: dense anyway
+            for dense, logits, toks in ((False, dsa_l, dsa_t), (True, dense_l, dense_t)):
+                full = ref.Model(self.dirs["fp8"], dense_attention=dense).forward(
+                    prompt + toks[0]).numpy()
+                np.testing.assert_allclose(logits[0], full[len(prompt) - 1:len(prompt) - 1 + n],
+                                           rtol=1e-6)
 
 
 if __name__ == "__main__":

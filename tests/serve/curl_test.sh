@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # serve.curl: the OpenAI routes through plain curl: completions and chat, whole and streamed
 # (SSE ending in data: [DONE]), stop strings, each bad request's status and OpenAI-style error
-# body (the server keeps serving), and --api-key (401s generate nothing).
+# body (the server keeps serving), and --api-key (401s generate nothing). PRESET (default tiny)
+# picks the model: tiny-v32 serves DeepSeek-V3.2's sparse attention (chat prompts are longer
+# than its index_topk of 16).
+# Usage: curl_test.sh EPSERVE WORKDIR [PRESET]
 set -euo pipefail
-EPSERVE=$1 WORK=$2
+EPSERVE=$1 WORK=$2 PRESET=${3:-tiny}
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/lib.sh"
 rm -rf "$WORK" && mkdir -p "$WORK"
-"$EPSERVE" make-model --preset tiny --seed 2 --out "$WORK/model" >/dev/null
+"$EPSERVE" make-model --preset "$PRESET" --seed 2 --out "$WORK/model" >/dev/null
 start_server "$WORK/server.log" --model "$WORK/model" --served-model-name tiny --max-body-bytes 4096
 PY=/usr/bin/python3
 post() {  # post ROUTE BODY [curl args...] -> body in $WORK/out.json, status printed
