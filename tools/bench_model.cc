@@ -33,7 +33,9 @@ StatusOr<BenchModel> LoadBenchModel(const BenchModelFlags& f) {
   ASSIGN_OR_RETURN(m.loaded,
                    LoadModel(m.dir, {.memory = f.weights == "copied" ? LoadOptions::Memory::kCopied
                                                                      : LoadOptions::Memory::kMapped,
-                                     .requant = RequantFromFlag(f.requant)}));
+                                     .requant = RequantFromFlag(f.requant),
+                                     // bench decode / prefill never run the MTP module
+                                     .mtp = LoadOptions::Mtp::kSkip}));
   return m;
 }
 

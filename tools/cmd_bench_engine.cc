@@ -58,7 +58,8 @@ Status Run(const BenchEngineFlags& f) {
     return Status::InvalidArgument("--prompt-max must be >= --prompt-min");
   if (l.output_max < l.output_min)
     return Status::InvalidArgument("--output-max must be >= --output-min");
-  ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {}));
+  ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {.mtp = f.mtp == "on" ? LoadOptions::Mtp::kLoad
+                                                                     : LoadOptions::Mtp::kSkip}));
   ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
   Model model(loaded->config, *loaded->weights, pool);
   EngineBenchOptions o = f.load;

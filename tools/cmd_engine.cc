@@ -197,6 +197,7 @@ Status RunEngine(const EngineCmdFlags& f) {
     mpi->Abort(1);
   };
   if (!err.status.ok()) return fail(err.status, err.is_global);
+  if (rank == 0) std::printf("%s\n", DescribeLoad(*rep->loaded, f.model).c_str());
   std::string note;
   StatusOr<EngineOptions> eo =
       f.engine.Options(f.model, rep->config, rep->num_ranks, rep->tp, rep->ranks_per_node, &note);

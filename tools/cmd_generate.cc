@@ -7,6 +7,7 @@
 #include "base/output_file.h"
 #include "comm/communicator.h"
 #include "io/npy.h"
+#include "model/generation_config.h"
 #include "runtime/engine.h"
 #include "runtime/ep_runner.h"
 #include "runtime/generator.h"
@@ -35,6 +36,10 @@ struct GenerateFlags {
   std::string draft_logits_out;  // with --mtp on: every draft's MTP logits row
   float temperature = 0.0f, top_p = 1.0f;
   int top_k = 0;
+  // Whether --temperature, --top-p, --top-k were given: those not given come from the
+  // generation config when it sets them.
+  bool temperature_set = false, top_p_set = false, top_k_set = false;
+  std::string generation_config = "auto";  // auto | none | PATH (model/generation_config.h)
   bool ignore_eos = false;
   // Engine.
   std::string kv_dtype = "f32";
@@ -303,12 +308,25 @@ Status Combine(Status first, Status second) {
   return Status::IoError(first.message() + "; " + second.message());
 }
 
-Status Run(const GenerateFlags& f) {
+// The sampling flags not given, from the generation config (as serve does for requests).
+Status ApplyGenerationConfig(const std::string& dir, GenerateFlags* f) {
+  ASSIGN_OR_RETURN(GenerationConfig g, ReadGenerationConfig(f->generation_config, dir));
+  if (g.empty()) return Status::Ok();
+  if (!f->temperature_set) f->temperature = g.temperature.value_or(f->temperature);
+  if (!f->top_p_set) f->top_p = g.top_p.value_or(f->top_p);
+  if (!f->top_k_set) f->top_k = g.top_k.value_or(f->top_k);
+  std::printf("sampling: temperature %g, top_p %g, top_k %d (%s; the flags given win)\n",
+              f->temperature, f->top_p, f->top_k, g.Source().c_str());
+  return Status::Ok();
+}
+
+Status Run(GenerateFlags f) {
   RETURN_IF_ERROR(CheckOutputs(f));
   std::string dir = f.model;
   if (dir.empty()) {
     ASSIGN_OR_RETURN(dir, EnsureDefaultModel());
   }
+  if (f.arrivals.empty()) RETURN_IF_ERROR(ApplyGenerationConfig(dir, &f));
   ASSIGN_OR_RETURN(std::unique_ptr<text::Tokenizer> tok, MaybeTokenizer(dir));
   ASSIGN_OR_RETURN(std::vector<GenerateRequest> reqs, BuildRequests(f, dir, tok.get()));
   ASSIGN_OR_RETURN(EngineOptions engine, BuildEngineOptions(f));
@@ -338,7 +356,10 @@ Status Run(const GenerateFlags& f) {
   if (f.replace.every >= 0)
     std::printf("online re-placement: one process holds every expert, nothing to move\n");
   ASSIGN_OR_RETURN(auto loaded, LoadModel(dir, {.memory = WeightMemory(f),
-                                                .requant = RequantFromFlag(f.requant)}));
+                                                .requant = RequantFromFlag(f.requant),
+                                                .mtp = engine.mtp ? LoadOptions::Mtp::kLoad
+                                                                  : LoadOptions::Mtp::kSkip}));
+  std::printf("%s\n", DescribeLoad(*loaded, dir).c_str());
   ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
   Model model(loaded->config, *loaded->weights, pool);
   LocalExperts experts(*loaded->weights, pool,
@@ -565,6 +586,11 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
       ->capture_default_str();
   cmd->add_option("--seed", f->seed, "sampling seed (sequence i uses seed + i)")
       ->capture_default_str();
+  cmd->add_option("--generation-config", f->generation_config,
+                  "where --temperature, --top-p and --top-k not given come from: auto = the "
+                  "model folder's generation_config.json if it has one, none = the defaults "
+                  "shown, or the path of such a file (not for --arrivals)")
+      ->capture_default_str();
   cmd->add_option("--threads", f->threads, "worker threads (0: all cores)")->check(ThreadCount());
   cmd->add_option(
          "--weights", f->weights,
@@ -613,7 +639,10 @@ void RegisterGenerateCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_flag("--fault-stop", f->stop_rank)->group("");  // tests: SIGSTOP instead of SIGKILL
   cmd->add_option("--fault-fail-load-rank", f->fail_load_rank)
       ->group("");  // tests: that rank fails to load
-  cmd->callback([f, &ctx] {
+  cmd->callback([f, cmd, &ctx] {
+    f->temperature_set = cmd->count("--temperature") > 0;
+    f->top_p_set = cmd->count("--top-p") > 0;
+    f->top_k_set = cmd->count("--top-k") > 0;
     Status st = Run(*f);
     if (st.ok()) return;
     if (st.message().empty())

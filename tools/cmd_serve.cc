@@ -20,6 +20,7 @@
 #include "base/json.h"
 #include "io/checkpoint.h"
 #include "model/config.h"
+#include "model/generation_config.h"
 #include "rpc/engine_client.h"
 #include "rpc/engine_service.h"
 #include "rpc/tls.h"
@@ -48,6 +49,7 @@ namespace {
 struct ServeFlags {
   std::string model;
   std::string served_model_name;
+  std::string generation_config = "auto";  // auto | none | PATH (model/generation_config.h)
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string api_key;
@@ -245,6 +247,16 @@ Status RunServe(const ServeFlags& f) {
                  tmpl.status().message().c_str());
   ASSIGN_OR_RETURN(std::string config_text, ReadTextFile(dir + "/config.json"));
   ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::Parse(config_text, dir + "/config.json"));
+  // The sampling defaults of requests that set none: the checkpoint's generation_config.json.
+  ASSIGN_OR_RETURN(GenerationConfig generation, ReadGenerationConfig(f.generation_config, dir));
+  serve::SamplingDefaults sampling;
+  sampling.temperature = generation.temperature.value_or(sampling.temperature);
+  sampling.top_p = generation.top_p.value_or(sampling.top_p);
+  sampling.top_k = generation.top_k.value_or(sampling.top_k);
+  std::fprintf(stderr,
+               "epserve: sampling defaults (requests that set none): temperature %g, top_p %g, "
+               "top_k %d (%s)\n",
+               sampling.temperature, sampling.top_p, sampling.top_k, generation.Source().c_str());
   ChatFormats formats;
   ASSIGN_OR_RETURN(formats, ReadChatFormats(f, dir));
   std::fprintf(stderr, "epserve: chat output: tool calls: %s, reasoning: %s\n",
@@ -351,6 +363,7 @@ Status RunServe(const ServeFlags& f) {
   ctx.model_name = f.served_model_name.empty() ? std::filesystem::path(dir).filename().string()
                                                : f.served_model_name;
   ctx.max_model_len = config.max_position_embeddings;
+  ctx.sampling_defaults = sampling;
   ctx.tool_format = formats.tools;
   ctx.reasoning = formats.reasoning;
   if (!f.scripted_outputs.empty()) {
@@ -431,6 +444,12 @@ void RegisterServeCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--model", f->model, "model folder (default: the embedded tiny model)");
   cmd->add_option("--served-model-name", f->served_model_name,
                   "the name clients give as \"model\" (default: the folder's name)");
+  cmd->add_option("--generation-config", f->generation_config,
+                  "sampling defaults (temperature, top_p, top_k) of requests that set none: "
+                  "auto = the model folder's generation_config.json if it has one, none = "
+                  "OpenAI's (1, 1, all tokens), or the path of such a file; a request's own "
+                  "values always win")
+      ->capture_default_str();
   const char* http = "HTTP";
   cmd->add_option("--host", f->host, "address to bind")->capture_default_str()->group(http);
   cmd->add_option("--port", f->port, "port to bind (0: any free port, printed)")

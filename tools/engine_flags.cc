@@ -114,7 +114,10 @@ void EngineFlags::ApplyProcessWide() const {
 StatusOr<std::unique_ptr<LocalEngine>> StartLocalEngine(const std::string& dir,
                                                         const EngineFlags& f) {
   auto e = std::make_unique<LocalEngine>();
-  ASSIGN_OR_RETURN(e->loaded, LoadModel(dir, {.requant = RequantFromFlag(f.requant)}));
+  ASSIGN_OR_RETURN(e->loaded, LoadModel(dir, {.requant = RequantFromFlag(f.requant),
+                                              .mtp = f.mtp == "on" ? LoadOptions::Mtp::kLoad
+                                                                   : LoadOptions::Mtp::kSkip}));
+  std::printf("%s\n", DescribeLoad(*e->loaded, dir).c_str());
   std::string note;
   ASSIGN_OR_RETURN(EngineOptions eo, f.Options(dir, e->loaded->config, 1, 1, 1, &note));
   if (!note.empty()) std::printf("%s\n", note.c_str());

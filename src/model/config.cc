@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "base/json.h"
 
@@ -72,6 +74,121 @@ class FieldReader {
   Status status_;
 };
 
+// The model families epserve runs: config.json's model_type and its architectures entry.
+struct Family {
+  const char* model_type;
+  const char* architecture;
+};
+constexpr Family kFamilies[] = {{"deepseek_v2", "DeepseekV2ForCausalLM"},
+                                {"deepseek_v3", "DeepseekV3ForCausalLM"},
+                                {"deepseek_v32", "DeepseekV32ForCausalLM"}};
+
+std::string SupportedFamilies() {
+  std::string s;
+  for (const Family& f : kFamilies)
+    s += std::string(s.empty() ? "" : ", ") + f.model_type + " (" + f.architecture + ")";
+  return s;
+}
+
+// model_type and architectures (docs/checkpoint-format.md, "Model families"): each names a
+// supported family and they agree. Without model_type the architectures entry says which
+// family; a config with neither is read as deepseek_v3, as every config was before both were
+// checked (the fields read define the computation either way).
+Status ReadFamily(const json& j, const std::string& path, std::string* model_type) {
+  std::vector<std::string> archs;
+  if (j.contains("architectures") && !j["architectures"].is_null()) {
+    const json& a = j["architectures"];
+    bool ok = a.is_array();
+    for (size_t i = 0; ok && i < a.size(); ++i) {
+      ok = a[i].is_string();
+      if (ok) archs.push_back(a[i].get<std::string>());
+    }
+    if (!ok)
+      return Status::InvalidArgument(
+          path + ": field \"architectures\" must be a list of strings, got " + a.dump());
+  }
+  const Family* family = nullptr;
+  if (j.contains("model_type") && !j["model_type"].is_null()) {
+    if (!j["model_type"].is_string())
+      return Status::InvalidArgument(path + ": field \"model_type\" must be a string, got " +
+                                     j["model_type"].dump());
+    *model_type = j["model_type"].get<std::string>();
+    for (const Family& f : kFamilies)
+      if (*model_type == f.model_type) family = &f;
+    if (family == nullptr)
+      return Status::InvalidArgument(path + ": model_type \"" + *model_type +
+                                     "\" is not supported (supported: " + SupportedFamilies() +
+                                     ")");
+  } else if (!archs.empty()) {
+    for (const Family& f : kFamilies)
+      if (archs[0] == f.architecture) family = &f;
+    if (family == nullptr)
+      return Status::InvalidArgument(path + ": architectures entry \"" + archs[0] +
+                                     "\" is not supported and there is no model_type (supported: " +
+                                     SupportedFamilies() + ")");
+    *model_type = family->model_type;
+  } else {
+    *model_type = "deepseek_v3";
+    return Status::Ok();
+  }
+  for (const std::string& a : archs)
+    if (a != family->architecture)
+      return Status::InvalidArgument(
+          path + ": architectures entry \"" + a + "\" contradicts model_type \"" + *model_type +
+          "\" (want " + family->architecture + "; supported: " + SupportedFamilies() + ")");
+  return Status::Ok();
+}
+
+// YaRN in either spelling: `rope_scaling` ({"type" or "rope_type": "yarn", ...}) or the
+// `rope_parameters` of configs saved by current transformers ({"rope_type": "yarn" or
+// "default", "rope_theta", ...}; "default" is plain RoPE). *theta (rope_parameters only) gets
+// its rope_theta when it holds one.
+Status ReadRope(const json& rs, const std::string& path, const char* field, YarnScaling* out,
+                std::optional<double>* theta) {
+  if (!rs.is_object())
+    return Status::InvalidArgument(path + ": field \"" + field + "\" must be an object or null");
+  const bool params = theta != nullptr;
+  std::string type;
+  FieldReader rr(rs, path + ": " + field);
+  rr.Get("type", &type, false);
+  if (type.empty()) rr.Get("rope_type", &type, false);
+  RETURN_IF_ERROR(rr.status());
+  *out = YarnScaling{};
+  if (!(params && type == "default")) {
+    if (type != "yarn")
+      return Status::InvalidArgument(path + ": " + field + (params ? ".rope_type" : ".type") +
+                                     " \"" + type + "\" is not supported (want yarn" +
+                                     (params ? " or default)" : ")"));
+    out->enabled = true;
+    rr.Get("factor", &out->factor, true);
+    rr.Get("original_max_position_embeddings", &out->original_max_position_embeddings, true);
+    rr.Get("beta_fast", &out->beta_fast, false);
+    rr.Get("beta_slow", &out->beta_slow, false);
+    rr.Get("mscale", &out->mscale, false);
+    rr.Get("mscale_all_dim", &out->mscale_all_dim, false);
+  }
+  if (params && rs.contains("rope_theta") && !rs["rope_theta"].is_null()) {
+    double t = 0;
+    rr.Get("rope_theta", &t, true);
+    *theta = t;
+  }
+  return rr.status();
+}
+
+// The first setting in which two YaRN configurations differ; empty when they agree.
+std::string RopeDifference(const YarnScaling& a, const YarnScaling& b) {
+  if (a.enabled != b.enabled) return "the type (yarn or none)";
+  if (!a.enabled) return "";
+  if (a.factor != b.factor) return "factor";
+  if (a.original_max_position_embeddings != b.original_max_position_embeddings)
+    return "original_max_position_embeddings";
+  if (a.beta_fast != b.beta_fast) return "beta_fast";
+  if (a.beta_slow != b.beta_slow) return "beta_slow";
+  if (a.mscale != b.mscale) return "mscale";
+  if (a.mscale_all_dim != b.mscale_all_dim) return "mscale_all_dim";
+  return "";
+}
+
 }  // namespace
 
 double YarnMscale(double scale, double m) {
@@ -103,8 +220,8 @@ StatusOr<ModelConfig> ModelConfig::Parse(const std::string& text, const std::str
   if (!j.is_object())
     return Status::InvalidArgument(path + ": expected a JSON object, got " + j.type_name());
   ModelConfig c;
+  RETURN_IF_ERROR(ReadFamily(j, path, &c.model_type));
   FieldReader r(j, path);
-  r.Get("model_type", &c.model_type, false);
   r.Get("vocab_size", &c.vocab_size, true);
   r.Get("hidden_size", &c.hidden_size, true);
   r.Get("intermediate_size", &c.intermediate_size, true);
@@ -133,6 +250,9 @@ StatusOr<ModelConfig> ModelConfig::Parse(const std::string& text, const std::str
   r.Get("max_position_embeddings", &c.max_position_embeddings, true);
   r.Get("rms_norm_eps", &c.rms_norm_eps, false);
   r.Get("rope_theta", &c.rope_theta, false);
+  r.Get("index_n_heads", &c.sparse.index_n_heads, false);
+  r.Get("index_head_dim", &c.sparse.index_head_dim, false);
+  r.Get("index_topk", &c.sparse.index_topk, false);
   r.Get("tie_word_embeddings", &c.tie_word_embeddings, false);
   RETURN_IF_ERROR(r.status());
   if (j.contains("bos_token_id") && !j["bos_token_id"].is_null()) {
@@ -178,26 +298,29 @@ StatusOr<ModelConfig> ModelConfig::Parse(const std::string& text, const std::str
     return Status::InvalidArgument(path + ": field \"hidden_act\" must be silu, got \"" + act +
                                    "\"");
 
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-    const json& rs = j["rope_scaling"];
-    if (!rs.is_object())
-      return Status::InvalidArgument(path + ": field \"rope_scaling\" must be an object or null");
-    std::string type;
-    FieldReader rr(rs, path + ": rope_scaling");
-    rr.Get("type", &type, false);
-    if (type.empty()) rr.Get("rope_type", &type, false);
-    if (type != "yarn")
-      return Status::InvalidArgument(path + ": rope_scaling.type \"" + type +
-                                     "\" is not supported (want yarn)");
-    c.rope_scaling.enabled = true;
-    rr.Get("factor", &c.rope_scaling.factor, true);
-    rr.Get("original_max_position_embeddings", &c.rope_scaling.original_max_position_embeddings,
-           true);
-    rr.Get("beta_fast", &c.rope_scaling.beta_fast, false);
-    rr.Get("beta_slow", &c.rope_scaling.beta_slow, false);
-    rr.Get("mscale", &c.rope_scaling.mscale, false);
-    rr.Get("mscale_all_dim", &c.rope_scaling.mscale_all_dim, false);
-    RETURN_IF_ERROR(rr.status());
+  // RoPE: rope_theta and rope_scaling, or rope_parameters holding both; where a config has
+  // both spellings they must agree (a null rope_scaling counts as absent).
+  auto given = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
+  YarnScaling scaling, params;
+  std::optional<double> params_theta;
+  if (given("rope_scaling"))
+    RETURN_IF_ERROR(ReadRope(j["rope_scaling"], path, "rope_scaling", &scaling, nullptr));
+  if (given("rope_parameters"))
+    RETURN_IF_ERROR(
+        ReadRope(j["rope_parameters"], path, "rope_parameters", &params, &params_theta));
+  if (given("rope_scaling") && given("rope_parameters")) {
+    if (const std::string diff = RopeDifference(scaling, params); !diff.empty())
+      return Status::InvalidArgument(path + ": rope_scaling and rope_parameters disagree on " +
+                                     diff + ": " + j["rope_scaling"].dump() + " vs " +
+                                     j["rope_parameters"].dump());
+  }
+  c.rope_scaling = given("rope_scaling") ? scaling : params;
+  if (params_theta) {
+    if (given("rope_theta") && *params_theta != c.rope_theta)
+      return Status::InvalidArgument(path + ": rope_theta " + j["rope_theta"].dump() +
+                                     " and rope_parameters.rope_theta " +
+                                     j["rope_parameters"]["rope_theta"].dump() + " disagree");
+    c.rope_theta = *params_theta;
   }
   if (j.contains("quantization_config") && !j["quantization_config"].is_null()) {
     const json& q = j["quantization_config"];
@@ -205,7 +328,13 @@ StatusOr<ModelConfig> ModelConfig::Parse(const std::string& text, const std::str
     FieldReader qr(q, path + ": quantization_config");
     qr.Get("quant_method", &method, true);
     qr.Get("fmt", &fmt, false);
+    std::string scale_fmt;
+    if (q.contains("scale_fmt") && !q["scale_fmt"].is_null()) qr.Get("scale_fmt", &scale_fmt, true);
     RETURN_IF_ERROR(qr.status());
+    if (!scale_fmt.empty() && scale_fmt != "ue8m0")
+      return Status::InvalidArgument(path + ": quantization_config.scale_fmt \"" + scale_fmt +
+                                     "\" is not supported (want ue8m0 or none)");
+    c.ue8m0_scales = scale_fmt == "ue8m0";
     if (method != "fp8" || fmt != "e4m3")
       return Status::InvalidArgument(path + ": quantization_config " + method + "/" + fmt +
                                      " is not supported (want fp8/e4m3)");
@@ -250,14 +379,24 @@ Status ModelConfig::Validate(const std::string& path) const {
     if (topk_method != kernels::TopkMethod::kGreedy &&
         topk_group * (n_routed_experts / n_group) < num_experts_per_tok)
       return bad("topk_group groups hold fewer experts than num_experts_per_tok");
-  r.Get("index_n_heads", &c.sparse.index_n_heads, false);
-  r.Get("index_head_dim", &c.sparse.index_head_dim, false);
-  r.Get("index_topk", &c.sparse.index_topk, false);
     if (topk_method == kernels::TopkMethod::kNoauxTc &&
         scoring_func != kernels::ScoringFunc::kSigmoid)
       return bad("topk_method noaux_tc needs scoring_func sigmoid");
   }
   if (n_shared_experts < 0) return bad("n_shared_experts must be >= 0");
+  if (sparse.index_topk < 0) return bad("index_topk must be >= 0");
+  if (sparse.enabled()) {
+    const int d = sparse.index_head_dim;
+    if (sparse.index_n_heads <= 0)
+      return bad("index_topk > 0 needs a positive index_n_heads, got " +
+                 std::to_string(sparse.index_n_heads));
+    // DeepSeek's indexer kernel (fp8_index) takes one scale per head and key: 128 values.
+    if (d != 128 || d < qk_rope_head_dim)
+      return bad("index_head_dim must be 128 (one FP8 scale per indexer head, as DeepSeek-V3.2) "
+                 "and at least qk_rope_head_dim, got " +
+                 std::to_string(d));
+    if (q_lora_rank <= 0) return bad("index_topk > 0 needs q_lora_rank (the indexer reads q's latent)");
+  }
   if (tie_word_embeddings) return bad("tie_word_embeddings true is not supported");
   if (rope_scaling.enabled &&
       (rope_scaling.factor <= 0 || rope_scaling.original_max_position_embeddings <= 0))
@@ -329,13 +468,7 @@ std::string ModelConfig::ToJson() const {
   if (rope_scaling.enabled) {
     j["rope_scaling"] = {
         {"type", "yarn"},
-    std::string scale_fmt;
-    if (q.contains("scale_fmt") && !q["scale_fmt"].is_null()) qr.Get("scale_fmt", &scale_fmt, true);
         {"factor", rope_scaling.factor},
-    if (!scale_fmt.empty() && scale_fmt != "ue8m0")
-      return Status::InvalidArgument(path + ": quantization_config.scale_fmt \"" + scale_fmt +
-                                     "\" is not supported (want ue8m0 or none)");
-    c.ue8m0_scales = scale_fmt == "ue8m0";
         {"original_max_position_embeddings", rope_scaling.original_max_position_embeddings},
         {"beta_fast", rope_scaling.beta_fast},
         {"beta_slow", rope_scaling.beta_slow},
@@ -343,6 +476,11 @@ std::string ModelConfig::ToJson() const {
         {"mscale_all_dim", rope_scaling.mscale_all_dim}};
   } else {
     j["rope_scaling"] = nullptr;
+  }
+  if (sparse.enabled()) {
+    j["index_n_heads"] = sparse.index_n_heads;
+    j["index_head_dim"] = sparse.index_head_dim;
+    j["index_topk"] = sparse.index_topk;
   }
   j["tie_word_embeddings"] = false;
   if (bos_token_id >= 0) j["bos_token_id"] = bos_token_id;
@@ -354,27 +492,9 @@ std::string ModelConfig::ToJson() const {
                                 {"fmt", "e4m3"},
                                 {"quant_method", "fp8"},
                                 {"weight_block_size", {128, 128}}};
+    if (ue8m0_scales) j["quantization_config"]["scale_fmt"] = "ue8m0";
   }
   return j.dump(2) + "\n";
 }
 
 }  // namespace epserve
-  if (sparse.index_topk < 0) return bad("index_topk must be >= 0");
-  if (sparse.enabled()) {
-    const int d = sparse.index_head_dim;
-    if (sparse.index_n_heads <= 0)
-      return bad("index_topk > 0 needs a positive index_n_heads, got " +
-                 std::to_string(sparse.index_n_heads));
-    // DeepSeek's indexer kernel (fp8_index) takes one scale per head and key: 128 values.
-    if (d != 128 || d < qk_rope_head_dim)
-      return bad("index_head_dim must be 128 (one FP8 scale per indexer head, as DeepSeek-V3.2) "
-                 "and at least qk_rope_head_dim, got " +
-                 std::to_string(d));
-    if (q_lora_rank <= 0) return bad("index_topk > 0 needs q_lora_rank (the indexer reads q's latent)");
-  }
-  if (sparse.enabled()) {
-    j["index_n_heads"] = sparse.index_n_heads;
-    j["index_head_dim"] = sparse.index_head_dim;
-    j["index_topk"] = sparse.index_topk;
-  }
-    if (ue8m0_scales) j["quantization_config"]["scale_fmt"] = "ue8m0";

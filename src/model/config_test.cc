@@ -85,5 +85,145 @@ TEST(ConfigTest, DeepSeekV3SoftmaxScale) {
   EXPECT_NEAR(c->SoftmaxScale(), m * m / std::sqrt(192.0), 1e-12);
 }
 
+// Current transformers re-saves a DeepSeek config with `rope_parameters` (rope_type, rope_theta
+// and the YaRN fields in one object) instead of rope_scaling + rope_theta: the same model.
+nlohmann::json RopeParametersSpelling(nlohmann::json j) {
+  nlohmann::json p = j["rope_scaling"];
+  p.erase("type");
+  p["rope_type"] = "yarn";
+  p["rope_theta"] = j["rope_theta"];
+  j["rope_parameters"] = p;
+  j.erase("rope_scaling");
+  j.erase("rope_theta");
+  return j;
+}
+
+TEST(ConfigTest, RopeParametersSpellingParsesToTheSameConfig) {
+  auto j = TinyJson();
+  j["rope_theta"] = 50000.0;  // not the default, so that rope_parameters' own is seen to be read
+  auto want = ModelConfig::Parse(j.dump(), "config.json");
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  ASSERT_TRUE(want->rope_scaling.enabled);
+  auto got = ModelConfig::Parse(RopeParametersSpelling(j).dump(), "config.json");
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_TRUE(got->rope_scaling.enabled);
+  EXPECT_EQ(got->rope_scaling.factor, want->rope_scaling.factor);
+  EXPECT_EQ(got->rope_scaling.original_max_position_embeddings,
+            want->rope_scaling.original_max_position_embeddings);
+  EXPECT_EQ(got->rope_scaling.mscale_all_dim, want->rope_scaling.mscale_all_dim);
+  EXPECT_EQ(got->rope_theta, 50000.0);
+  EXPECT_EQ(got->SoftmaxScale(), want->SoftmaxScale());
+  EXPECT_EQ(got->ToJson(), want->ToJson());  // every field read, in the rope_scaling spelling
+}
+
+TEST(ConfigTest, RopeParametersDefaultMeansPlainRope) {
+  auto j = TinyJson();
+  j.erase("rope_scaling");
+  j.erase("rope_theta");
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 20000}};
+  auto c = ModelConfig::Parse(j.dump(), "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_FALSE(c->rope_scaling.enabled);
+  EXPECT_EQ(c->rope_theta, 20000.0);
+  j["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 2}};
+  c = ModelConfig::Parse(j.dump(), "/m/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "/m/config.json: rope_parameters.rope_type \"linear\" is not supported (want yarn or "
+            "default)");
+}
+
+TEST(ConfigTest, BothRopeSpellingsMustAgree) {
+  auto j = TinyJson();
+  auto both = RopeParametersSpelling(j);
+  both["rope_scaling"] = j["rope_scaling"];
+  both["rope_theta"] = j["rope_theta"];
+  auto c = ModelConfig::Parse(both.dump(), "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->ToJson(), ModelConfig::Parse(j.dump(), "config.json")->ToJson());
+  auto bad = both;
+  bad["rope_parameters"]["factor"] = 8;
+  c = ModelConfig::Parse(bad.dump(), "/m/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message().rfind(
+                "/m/config.json: rope_scaling and rope_parameters disagree on factor: ", 0),
+            0u)
+      << c.status().message();
+  bad = both;
+  bad["rope_parameters"] = {{"rope_type", "default"}};
+  c = ModelConfig::Parse(bad.dump(), "config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("rope_scaling and rope_parameters disagree on the type"),
+            std::string::npos);
+  bad = both;
+  bad["rope_parameters"]["rope_theta"] = 1e6;
+  c = ModelConfig::Parse(bad.dump(), "config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "config.json: rope_theta 10000.0 and rope_parameters.rope_theta 1000000.0 disagree");
+  // A null rope_scaling is no statement: rope_parameters decides.
+  auto null_scaling = RopeParametersSpelling(j);
+  null_scaling["rope_scaling"] = nullptr;
+  c = ModelConfig::Parse(null_scaling.dump(), "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->rope_scaling.enabled);
+}
+
+TEST(ConfigTest, ModelTypeAndArchitecturesAreChecked) {
+  const std::string supported =
+      "(supported: deepseek_v2 (DeepseekV2ForCausalLM), deepseek_v3 (DeepseekV3ForCausalLM), "
+      "deepseek_v32 (DeepseekV32ForCausalLM))";
+  for (const char* type : {"deepseek_v4", "llama", "deepseek-v3"}) {
+    auto j = TinyJson();
+    j["model_type"] = type;
+    j.erase("architectures");
+    auto c = ModelConfig::Parse(j.dump(), "/m/config.json");
+    ASSERT_FALSE(c.ok()) << type;
+    EXPECT_EQ(c.status().message(), "/m/config.json: model_type \"" + std::string(type) +
+                                        "\" is not supported " + supported);
+  }
+  auto j = TinyJson();
+  j["architectures"] = {"DeepseekV2ForCausalLM"};
+  auto c = ModelConfig::Parse(j.dump(), "/m/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "/m/config.json: architectures entry \"DeepseekV2ForCausalLM\" contradicts model_type "
+            "\"deepseek_v3\" (want DeepseekV3ForCausalLM; " +
+                supported.substr(1));
+  j["architectures"] = "DeepseekV3ForCausalLM";
+  EXPECT_NE(ModelConfig::Parse(j.dump(), "config.json")
+                .status()
+                .message()
+                .find("field \"architectures\" must be a list of strings"),
+            std::string::npos);
+  j["model_type"] = 3;
+  j.erase("architectures");
+  EXPECT_EQ(ModelConfig::Parse(j.dump(), "config.json").status().message(),
+            "config.json: field \"model_type\" must be a string, got 3");
+  // Every family the presets write parses as itself; each architecture alone names its family.
+  for (const char* preset : {"tiny", "tiny-v2", "v2-lite", "v3"}) {
+    auto p = nlohmann::json::parse(PresetConfig(preset)->ToJson());
+    auto parsed = ModelConfig::Parse(p.dump(), "config.json");
+    ASSERT_TRUE(parsed.ok()) << preset << ": " << parsed.status().message();
+    EXPECT_EQ(parsed->model_type, p["model_type"]);
+    p.erase("model_type");
+    parsed = ModelConfig::Parse(p.dump(), "config.json");
+    ASSERT_TRUE(parsed.ok()) << preset << ": " << parsed.status().message();
+    EXPECT_EQ(parsed->model_type, PresetConfig(preset)->model_type);
+  }
+  // Without model_type an unknown class is refused; with neither field, deepseek_v3.
+  j = TinyJson();
+  j.erase("model_type");
+  j["architectures"] = {"LlamaForCausalLM"};
+  EXPECT_EQ(ModelConfig::Parse(j.dump(), "config.json").status().message(),
+            "config.json: architectures entry \"LlamaForCausalLM\" is not supported and there is "
+            "no model_type " +
+                supported);
+  j.erase("architectures");
+  c = ModelConfig::Parse(j.dump(), "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->model_type, "deepseek_v3");
+}
+
 }  // namespace
 }  // namespace epserve

@@ -38,18 +38,33 @@ std::string ShapeStr(const std::vector<int64_t>& s) {
   return r + "]";
 }
 
+// Whether `name` belongs to one of the MTP modules (model.layers.{num_hidden_layers + i}.*).
+bool IsMtpTensor(const ModelConfig& c, const std::string& name) {
+  for (int i = 0; i < c.num_nextn_predict_layers; ++i)
+    if (name.starts_with(LayerPrefix(c.num_hidden_layers + i))) return true;
+  return false;
+}
+
 class Binder {
  public:
   Binder(const Checkpoint& ck, ModelWeights* w) : ck_(ck), w_(w) {}
 
-  // Validates every expected tensor and that nothing else is present.
-  Status ValidateAll(const std::vector<TensorSpec>& specs) {
+  // Validates every expected tensor and that nothing else is present. With Mtp::kSkip the MTP
+  // modules' tensors are not expected, and ignored where present.
+  Status ValidateAll(const std::vector<TensorSpec>& specs, const ModelConfig& c,
+                     LoadOptions::Mtp mtp) {
     std::set<std::string> expected;
     for (const auto& s : specs) {
+      const bool of_mtp = s.layer >= c.num_hidden_layers;
+      if (of_mtp && mtp == LoadOptions::Mtp::kSkip) continue;
       const TensorInfo* t = ck_.Find(s.name);
       if (t == nullptr)
         return Status::DataLoss(ck_.listing_path() + ": missing tensor " + s.name + " (want " +
-                                ShapeStr(s.shape) + ")");
+                                ShapeStr(s.shape) + ")" +
+                                (of_mtp ? ", of the MTP module (num_nextn_predict_layers is " +
+                                              std::to_string(c.num_nextn_predict_layers) +
+                                              "); --mtp off loads the model without it"
+                                        : ""));
       if (t->shape != s.shape)
         return Status::DataLoss(Where(*t) + ": shape " + t->ShapeString() + ", want " +
                                 ShapeStr(s.shape));
@@ -71,10 +86,18 @@ class Binder {
       }
     }
     for (const auto& [name, info] : ck_.tensors())
-      if (!expected.count(name))
+      if (!expected.count(name) && !(mtp == LoadOptions::Mtp::kSkip && IsMtpTensor(c, name)))
         return Status::DataLoss(Where(*info) +
                                 ": unexpected tensor (not part of this config's model)");
     return Status::Ok();
+  }
+
+  // The bytes (data and scales) of the checkpoint's MTP-module tensors.
+  int64_t MtpBytes(const ModelConfig& c) const {
+    int64_t bytes = 0;
+    for (const auto& [name, info] : ck_.tensors())
+      if (IsMtpTensor(c, name)) bytes += static_cast<int64_t>(info->num_bytes);
+    return bytes;
   }
 
   std::vector<float> Vector(const std::string& name) {
@@ -136,6 +159,14 @@ LayerWeights BindLayer(Binder& b, const ModelConfig& c, int l, const LoadOptions
   w.attn.kv_a_norm = b.Vector(a + "kv_a_layernorm.weight");
   w.attn.kv_b = b.Matrix(a + "kv_b_proj.weight");
   w.attn.o = b.Matrix(a + "o_proj.weight");
+  if (c.sparse.enabled()) {
+    const std::string x = a + "indexer.";
+    w.attn.indexer.wq_b = b.Matrix(x + "wq_b.weight");
+    w.attn.indexer.wk = b.Matrix(x + "wk.weight");
+    w.attn.indexer.k_norm = b.Vector(x + "k_norm.weight");
+    w.attn.indexer.k_norm_bias = b.Vector(x + "k_norm.bias");
+    w.attn.indexer.weights_proj = b.Matrix(x + "weights_proj.weight");
+  }
   if (!c.IsMoeLayer(l)) {
     w.dense = BindMlp(b, p + "mlp.");
     return w;
@@ -159,14 +190,6 @@ void AddLayerViews(const LayerWeights& l, std::vector<const WeightView*>& out) {
     if (!v.empty()) out.push_back(&v);
   };
   auto add_mlp = [&](const MlpWeights& m) {
-  if (c.sparse.enabled()) {
-    const std::string x = a + "indexer.";
-    w.attn.indexer.wq_b = b.Matrix(x + "wq_b.weight");
-    w.attn.indexer.wk = b.Matrix(x + "wk.weight");
-    w.attn.indexer.k_norm = b.Vector(x + "k_norm.weight");
-    w.attn.indexer.k_norm_bias = b.Vector(x + "k_norm.bias");
-    w.attn.indexer.weights_proj = b.Matrix(x + "weights_proj.weight");
-  }
     add(m.gate);
     add(m.up);
     add(m.down);
@@ -190,6 +213,10 @@ std::unordered_set<const WeightView*> RequantizedViews(const ModelWeights& w) {
   auto skip = [&](const LayerWeights& l) {
     out.erase(&l.attn.kv_b);
     if (l.moe) out.erase(&l.moe->router);
+    // The indexer only ranks positions; its projections stay as stored, as DeepSeek runs them.
+    for (const WeightView* v : {&l.attn.indexer.wq_b, &l.attn.indexer.wk,
+                                &l.attn.indexer.weights_proj})
+      out.erase(v);
   };
   for (const LayerWeights& l : w.layers) skip(l);
   for (const MtpWeights& m : w.mtp) skip(m.layer);
@@ -213,10 +240,6 @@ void CopyView(WeightView* v, uint8_t* data, bool requant) {
   v->data = data;
   if (v->ScaleBytes() > 0) {
     uint8_t* scale = data + Align64(v->DataBytes());
-    // The indexer only ranks positions; its projections stay as stored, as DeepSeek runs them.
-    for (const WeightView* v : {&l.attn.indexer.wq_b, &l.attn.indexer.wk,
-                                &l.attn.indexer.weights_proj})
-      out.erase(v);
     std::memcpy(scale, v->scale, v->ScaleBytes());
     v->scale = reinterpret_cast<const float*>(scale);
   }
@@ -268,12 +291,14 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const Checkpoint& ck,
                                                            const LoadOptions& opt) {
   auto w = std::make_unique<ModelWeights>();
   Binder b(ck, w.get());
-  RETURN_IF_ERROR(b.ValidateAll(ExpectedTensors(c)));
+  RETURN_IF_ERROR(b.ValidateAll(ExpectedTensors(c), c, opt.mtp));
+  if (opt.mtp == LoadOptions::Mtp::kSkip) w->mtp_bytes_not_loaded = b.MtpBytes(c);
   w->embed = b.Matrix("model.embed_tokens.weight");
   for (int l = 0; l < c.num_hidden_layers; ++l) w->layers.push_back(BindLayer(b, c, l, opt));
   w->final_norm = b.Vector("model.norm.weight");
   w->lm_head = b.Matrix("lm_head.weight");
-  for (int i = 0; i < c.num_nextn_predict_layers; ++i) {
+  const int num_mtp = opt.mtp == LoadOptions::Mtp::kLoad ? c.num_nextn_predict_layers : 0;
+  for (int i = 0; i < num_mtp; ++i) {
     const int l = c.num_hidden_layers + i;
     const std::string p = LayerPrefix(l);
     MtpWeights m;

@@ -84,6 +84,12 @@ struct LoadOptions {
   // The int8 copies live in anonymous memory (as with kCopied, which it implies).
   enum class Requant { kNone, kInt8 };
   Requant requant = Requant::kNone;
+  // The MTP modules (model.layers.{num_hidden_layers + i}.*, ~12 GB in DeepSeek-V3): kSkip
+  // (--mtp off) neither binds nor requires nor checks their tensors, so a checkpoint converted
+  // without them loads; ModelWeights::mtp then stays empty while config.num_nextn_predict_layers
+  // stays what config.json says (the KV cache has MTP layers only with EngineOptions::mtp).
+  enum class Mtp { kLoad, kSkip };
+  Mtp mtp = Mtp::kLoad;
 };
 
 const char* RequantName(LoadOptions::Requant requant);  // "none", "int8"
@@ -94,7 +100,10 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   std::vector<float> final_norm;
   WeightView lm_head;  // [vocab, hidden]
-  std::vector<MtpWeights> mtp;
+  std::vector<MtpWeights> mtp;  // empty with LoadOptions::Mtp::kSkip
+  // LoadOptions::Mtp::kSkip: the bytes of the checkpoint's MTP-module tensors (data and
+  // scales), none of them bound.
+  int64_t mtp_bytes_not_loaded = 0;
   std::vector<std::vector<uint8_t>> owned;  // copies of tensors that were not aligned in the file
   std::shared_ptr<uint8_t> copied;          // LoadOptions::Memory::kCopied: the streamed weights
 

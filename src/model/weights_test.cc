@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -47,6 +48,50 @@ TEST(WeightsTest, BindsOnlyWantedExperts) {
   EXPECT_FALSE(experts[1].empty());
   EXPECT_FALSE((*w)->mtp[0].layer.moe->experts[5].empty());
   EXPECT_FALSE((*w)->layers[1].moe->shared.empty());
+}
+
+// --mtp off (LoadOptions::Mtp::kSkip) binds no MTP tensor, and loads a checkpoint whose
+// conversion dropped them while config.json still says num_nextn_predict_layers 1; with MTP on
+// that checkpoint is refused, naming the first missing tensor.
+TEST(WeightsTest, MtpModuleOnlyWhenAsked) {
+  const std::string dir = testing::MakeTiny("no-mtp");
+  auto ck = Checkpoint::Open(dir);
+  auto config = ModelConfig::Parse((*ck)->config_text(), "config.json");
+  ASSERT_EQ(config->num_nextn_predict_layers, 1);
+  const std::string mtp_prefix = "model.layers." + std::to_string(config->num_hidden_layers) + ".";
+  int64_t mtp_bytes = 0;
+  for (const auto& [name, info] : (*ck)->tensors())
+    if (name.starts_with(mtp_prefix)) mtp_bytes += static_cast<int64_t>(info->num_bytes);
+  ASSERT_GT(mtp_bytes, 0);
+  auto skipped = ModelWeights::Load(**ck, *config, {.mtp = LoadOptions::Mtp::kSkip});
+  ASSERT_TRUE(skipped.ok()) << skipped.status().message();
+  EXPECT_TRUE((*skipped)->mtp.empty());
+  EXPECT_EQ((*skipped)->mtp_bytes_not_loaded, mtp_bytes);
+  auto full = ModelWeights::Load(**ck, *config, {});
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ((*full)->mtp.size(), 1u);
+  EXPECT_EQ((*full)->mtp_bytes_not_loaded, 0);
+  // The views streamed are the main model's (lm_head last), none of the MTP module's.
+  const auto views = (*full)->StreamedViews();
+  const auto head = std::find(views.begin(), views.end(), &(*full)->lm_head);
+  ASSERT_NE(head, views.end());
+  EXPECT_EQ((*skipped)->StreamedViews().size(), static_cast<size_t>(head - views.begin()) + 1);
+
+  ck->reset();
+  testing::RewriteCheckpoint(
+      dir, [&](testing::EditableTensor& t) { return !t.name.starts_with(mtp_prefix); });
+  ck = Checkpoint::Open(dir);
+  ASSERT_TRUE(ck.ok());
+  skipped = ModelWeights::Load(**ck, *config, {.mtp = LoadOptions::Mtp::kSkip});
+  ASSERT_TRUE(skipped.ok()) << skipped.status().message();
+  EXPECT_TRUE((*skipped)->mtp.empty());
+  EXPECT_EQ((*skipped)->mtp_bytes_not_loaded, 0);
+  full = ModelWeights::Load(**ck, *config, {});
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.status().message(),
+            dir + "/model.safetensors: missing tensor " + mtp_prefix +
+                "enorm.weight (want [256]), of the MTP module (num_nextn_predict_layers is 1); "
+                "--mtp off loads the model without it");
 }
 
 // Online re-placement loads an expert after the load and lets go of another: the late one holds

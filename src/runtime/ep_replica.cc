@@ -135,7 +135,8 @@ EpError BuildEpReplica(comm::MpiWorld& mpi, const EpReplicaOptions& o,
                        return l < static_cast<int>(mine.size()) && mine[l].count(e) > 0;
                      },
                  .memory = o.weights,
-                 .requant = o.requant};
+                 .requant = o.requant,
+                 .mtp = o.mtp ? LoadOptions::Mtp::kLoad : LoadOptions::Mtp::kSkip};
   auto lm = LoadModel(o.model_dir, lo);
   if (me == o.fail_load_rank)
     lm = Status::IoError(o.model_dir + ": injected load failure (--fault-fail-load-rank)");

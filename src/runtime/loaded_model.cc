@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "model/synthetic.h"
+#include "model/tensor_names.h"
 #include "text/bpe_trainer.h"
 
 namespace epserve {
@@ -19,6 +20,38 @@ StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& dir,
                    ModelConfig::Parse(m->checkpoint->config_text(), m->checkpoint->config_path()));
   ASSIGN_OR_RETURN(m->weights, ModelWeights::Load(*m->checkpoint, m->config, options));
   return m;
+}
+
+std::string DescribeLoad(const LoadedModel& m, const std::string& dir) {
+  auto bytes = [](int64_t n) {
+    char buf[32];
+    if (n >= 1000000000)
+      std::snprintf(buf, sizeof(buf), "%.2f GB", n / 1e9);
+    else
+      std::snprintf(buf, sizeof(buf), "%.1f MB", n / 1e6);
+    return std::string(buf);
+  };
+  const ModelConfig& c = m.config;
+  int64_t total = 0, mtp = 0;
+  for (const auto& [name, info] : m.checkpoint->tensors()) {
+    total += static_cast<int64_t>(info->num_bytes);
+    for (int i = 0; i < c.num_nextn_predict_layers; ++i)
+      if (name.starts_with(LayerPrefix(c.num_hidden_layers + i)))
+        mtp += static_cast<int64_t>(info->num_bytes);
+  }
+  std::string s = "weights: " + bytes(total) + " in " + dir;
+  if (c.num_nextn_predict_layers == 0) return s;
+  const std::string layers =
+      c.num_nextn_predict_layers == 1
+          ? LayerPrefix(c.num_hidden_layers) + "*"
+          : "model.layers." + std::to_string(c.num_hidden_layers) + "-" +
+                std::to_string(c.num_hidden_layers + c.num_nextn_predict_layers - 1) + ".*";
+  if (!m.weights->mtp.empty()) return s + " (the MTP module's " + bytes(mtp) + " included)";
+  if (mtp == 0)
+    return s + "; the MTP module (" + layers +
+           ") is not in the checkpoint, not needed with --mtp off";
+  return s + "; not loaded: the MTP module (" + layers + ", " +
+         bytes(m.weights->mtp_bytes_not_loaded) + "; --mtp off)";
 }
 
 namespace {

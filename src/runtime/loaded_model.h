@@ -21,6 +21,10 @@ struct LoadedModel {
 
 StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& dir, const LoadOptions& options);
 
+// The load's log line: the checkpoint's tensor bytes and what of the MTP module was loaded, e.g.
+// "weights: 18.1 MB in /m; not loaded: the MTP module (model.layers.4.*, 4.9 MB; --mtp off)".
+std::string DescribeLoad(const LoadedModel& model, const std::string& dir);
+
 // The embedded default model: the `tiny` preset (BF16), generated on first use into
 // $EPSERVE_CACHE_DIR, else $XDG_CACHE_HOME/epserve, else $HOME/.cache/epserve. Returns its dir.
 StatusOr<std::string> EnsureDefaultModel();

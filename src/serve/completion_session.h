@@ -37,6 +37,8 @@ struct ServeContext {
   const text::ChatTemplate* chat_template = nullptr;  // null: /v1/chat/completions is a 400
   std::string model_name;
   int64_t max_model_len = 0;
+  // temperature, top_p and top_k of requests that set none (serve --generation-config).
+  SamplingDefaults sampling_defaults;
   // A request's bound on n x max_tokens x (1 + top logprobs) (serve --max-output-units; 0:
   // none), the size of its answer: larger ones get 400 (openai_request.h, CheckOutputUnits).
   int64_t max_output_units = kDefaultMaxOutputUnits;

@@ -316,7 +316,7 @@ void HttpServer::Routes() {
     return [this, read_json, endpoint](const HttpRequest& req, HttpResponse* res) {
       nlohmann::ordered_json body;
       if (!read_json(req, res, &body)) return;
-      auto parsed = ParseCompletionRequest(body, endpoint);
+      auto parsed = ParseCompletionRequest(body, endpoint, ctx_.sampling_defaults);
       if (auto* e = std::get_if<ApiError>(&parsed)) return SendError(res, *e);
       CompletionParams params = std::move(std::get<CompletionParams>(parsed));
       const bool stream = params.stream;

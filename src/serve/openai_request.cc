@@ -342,10 +342,13 @@ std::optional<ApiError> ParseTemplateOptions(const Json& body, CompletionParams*
 
 }  // namespace
 
-std::variant<CompletionParams, ApiError> ParseCompletionRequest(const Json& body,
-                                                                Endpoint endpoint) {
+std::variant<CompletionParams, ApiError> ParseCompletionRequest(const Json& body, Endpoint endpoint,
+                                                                const SamplingDefaults& defaults) {
   CompletionParams p;
   p.endpoint = endpoint;
+  p.temperature = defaults.temperature;
+  p.top_p = defaults.top_p;
+  p.top_k = defaults.top_k;
   if (!body.is_object()) return Bad("", "the request body must be a JSON object");
   if (body.contains("model") && !body["model"].is_null()) {
     if (!body["model"].is_string()) return Bad("model", "'model' must be a string");
@@ -364,7 +367,7 @@ std::variant<CompletionParams, ApiError> ParseCompletionRequest(const Json& body
   if (auto e = Number(body, "temperature", 0, 2, &p.temperature)) return *e;
   if (auto e = Number(body, "top_p", 0, 1, &p.top_p)) return *e;
   if (p.top_p <= 0) return Bad("top_p", "'top_p' must be in (0, 1]");
-  int top_k = 0;
+  int top_k = p.top_k;
   if (auto e = Integer(body, "top_k", -1, INT32_MAX, &top_k)) return *e;
   p.top_k = top_k < 0 ? 0 : top_k;
   if (body.contains("seed") && !body["seed"].is_null()) {

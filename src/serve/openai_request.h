@@ -88,9 +88,17 @@ int64_t OutputUnits(const CompletionParams& params);
 // A 400 naming max_tokens when params' answer may exceed `max_units` (0: no bound).
 std::optional<ApiError> CheckOutputUnits(const CompletionParams& params, int64_t max_units);
 
+// The sampling values a request that sets none of its own gets: OpenAI's (below), or the
+// checkpoint's generation_config.json (serve --generation-config; model/generation_config.h).
+// A request's own value always wins; a null counts as not set.
+struct SamplingDefaults {
+  float temperature = 1.0f, top_p = 1.0f;
+  int top_k = 0;  // 0: all
+};
+
 // `body` is the parsed JSON request.
-std::variant<CompletionParams, ApiError> ParseCompletionRequest(const nlohmann::ordered_json& body,
-                                                                Endpoint endpoint);
+std::variant<CompletionParams, ApiError> ParseCompletionRequest(
+    const nlohmann::ordered_json& body, Endpoint endpoint, const SamplingDefaults& defaults = {});
 
 // /v1/tokenize: {"prompt": text, "add_special_tokens": bool} or {"messages": [...]} with the
 // chat fields that shape the rendering (tools, chat_template_kwargs, add_generation_prompt,

@@ -233,6 +233,37 @@ TEST(ParseCompletionRequest, ToolsToolChoiceAndResponseFormat) {
             "continue_final_message");  // the last message is the user's
 }
 
+// The checkpoint's generation_config.json values (SamplingDefaults) fill what a request leaves
+// unset (or null); what a request sets always wins.
+TEST(ParseCompletionRequest, SamplingDefaultsFillOnlyWhatIsUnset) {
+  const SamplingDefaults v3{.temperature = 0.6f, .top_p = 0.95f, .top_k = 20};
+  auto parse = [&](const char* body, Endpoint e = Endpoint::kCompletions) {
+    auto r = ParseCompletionRequest(Json::parse(body), e, v3);
+    EXPECT_TRUE(std::holds_alternative<CompletionParams>(r)) << body;
+    return std::get<CompletionParams>(r);
+  };
+  CompletionParams p = parse(R"({"prompt": "x"})");
+  EXPECT_EQ(p.temperature, 0.6f);
+  EXPECT_EQ(p.top_p, 0.95f);
+  EXPECT_EQ(p.top_k, 20);
+  p = parse(R"({"messages": [{"role": "user", "content": "hi"}], "temperature": null})",
+            Endpoint::kChat);
+  EXPECT_EQ(p.temperature, 0.6f);
+  EXPECT_EQ(p.top_p, 0.95f);
+  p = parse(R"({"prompt": "x", "temperature": 1.0, "top_p": 1, "top_k": -1})");
+  EXPECT_EQ(p.temperature, 1.0f);
+  EXPECT_EQ(p.top_p, 1.0f);
+  EXPECT_EQ(p.top_k, 0);
+  p = parse(R"({"prompt": "x", "temperature": 0})");
+  EXPECT_EQ(p.temperature, 0.0f);
+  EXPECT_EQ(p.top_p, 0.95f);
+  // Without defaults, OpenAI's.
+  auto plain = ParseCompletionRequest(Json::parse(R"({"prompt": "x"})"), Endpoint::kCompletions);
+  EXPECT_EQ(std::get<CompletionParams>(plain).temperature, 1.0f);
+  EXPECT_EQ(std::get<CompletionParams>(plain).top_p, 1.0f);
+  EXPECT_EQ(std::get<CompletionParams>(plain).top_k, 0);
+}
+
 TEST(ParseCompletionRequest, Values) {
   auto r = ParseCompletionRequest(
       Json::parse(R"({"model": "m", "prompt": [3, 4], "max_tokens": 7, "temperature": 0,
