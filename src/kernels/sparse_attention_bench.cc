@@ -75,6 +75,26 @@ std::vector<SparseAttentionBenchRow> RunSparseAttentionBench(const SparseAttenti
       scratch(pool.num_threads() * MlaScratchFloats(latent));
   std::vector<float> q(int64_t{B} * HI * D), k(int64_t{B} * D), hw(int64_t{B} * HI);
   std::vector<uint8_t> q8(int64_t{B} * HI * D);
+  // MLA over `cache` (its rows `cache.width` wide), one token per sequence at `pos`.
+  auto attention = [&](const Cache& cache, const std::vector<const int32_t*>& tables,
+                       const std::vector<int64_t>& pos) {
+    return MlaAttentionArgs{.num_tokens = B,
+                            .num_heads = H,
+                            .kv_lora_rank = L,
+                            .rope_dim = R,
+                            .q_abs = q_abs.data(),
+                            .q_pe = q_pe.data(),
+                            .cache = {.base = cache.rows.data(),
+                                      .block_stride = kBlock * cache.width,
+                                      .block_size = kBlock,
+                                      .type = CacheType::kBF16,
+                                      .row_stride = cache.width},
+                            .token_blocks = tables.data(),
+                            .token_pos = pos.data(),
+                            .softmax_scale = 0.07f,
+                            .out = out.data(),
+                            .scratch = scratch.data()};
+  };
   std::vector<SparseAttentionBenchRow> rows;
   for (int64_t n : o.contexts) {
     SparseAttentionBenchRow row{.context = n};
@@ -84,21 +104,7 @@ std::vector<SparseAttentionBenchRow> RunSparseAttentionBench(const SparseAttenti
       Cache cache(B, n, latent, latent, 11);
       std::vector<const int32_t*> tables;
       for (int b = 0; b < B; ++b) tables.push_back(cache.Table(b));
-      const MlaAttentionArgs args{.num_tokens = B,
-                                  .num_heads = H,
-                                  .kv_lora_rank = L,
-                                  .rope_dim = R,
-                                  .q_abs = q_abs.data(),
-                                  .q_pe = q_pe.data(),
-                                  .cache = {.base = cache.rows.data(),
-                                            .block_stride = kBlock * latent,
-                                            .block_size = kBlock,
-                                            .type = CacheType::kBF16},
-                                  .token_blocks = tables.data(),
-                                  .token_pos = pos.data(),
-                                  .softmax_scale = 0.07f,
-                                  .out = out.data(),
-                                  .scratch = scratch.data()};
+      const MlaAttentionArgs args = attention(cache, tables, pos);
       row.dense_seconds = Best(o.repeats, [&] { MlaAttention(args, pool); });
       row.dense_bytes = static_cast<double>(B) * n * latent * 2;
       row.dense_flops = 2.0 * B * H * n * (latent + L);
@@ -139,24 +145,9 @@ std::vector<SparseAttentionBenchRow> RunSparseAttentionBench(const SparseAttenti
           SelectTopK(scores.data(), n, K, &selected[b * K]);
         }
       };
-      const MlaAttentionArgs args{.num_tokens = B,
-                                  .num_heads = H,
-                                  .kv_lora_rank = L,
-                                  .rope_dim = R,
-                                  .q_abs = q_abs.data(),
-                                  .q_pe = q_pe.data(),
-                                  .cache = {.base = cache.rows.data(),
-                                            .block_stride = kBlock * width,
-                                            .block_size = kBlock,
-                                            .type = CacheType::kBF16,
-                                            .row_stride = width},
-                                  .token_blocks = tables.data(),
-                                  .token_pos = pos.data(),
-                                  .token_selected = lists.data(),
-                                  .token_num_selected = counts.data(),
-                                  .softmax_scale = 0.07f,
-                                  .out = out.data(),
-                                  .scratch = scratch.data()};
+      MlaAttentionArgs args = attention(cache, tables, pos);
+      args.token_selected = lists.data();
+      args.token_num_selected = counts.data();
       row.indexer_seconds = Best(o.repeats, indexer);
       row.sparse_seconds = Best(o.repeats, [&] {
         indexer();
