@@ -242,9 +242,6 @@ Status RunServe(const ServeFlags& f) {
   ASSIGN_OR_RETURN(std::unique_ptr<text::Tokenizer> tok, text::Tokenizer::Load(dir));
   // A model without a chat template still serves /v1/completions.
   StatusOr<text::ChatTemplate> tmpl = text::LoadChatTemplate(dir + "/tokenizer_config.json");
-  if (!tmpl.ok())
-    std::fprintf(stderr, "epserve: no chat template (%s); /v1/chat/completions answers 400\n",
-                 tmpl.status().message().c_str());
   ASSIGN_OR_RETURN(std::string config_text, ReadTextFile(dir + "/config.json"));
   ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::Parse(config_text, dir + "/config.json"));
   // The sampling defaults of requests that set none: the checkpoint's generation_config.json.
@@ -259,10 +256,25 @@ Status RunServe(const ServeFlags& f) {
                sampling.temperature, sampling.top_p, sampling.top_k, generation.Source().c_str());
   ChatFormats formats;
   ASSIGN_OR_RETURN(formats, ReadChatFormats(f, dir));
+  // DeepSeek-V3.2 ships encoding/encoding_dsv32.py instead of a chat template: "auto" takes its
+  // DSML tool calls, V3.1-style reasoning and the built-in prompt (serve/dsv32_prompt.h).
+  if (config.model_type == "deepseek_v32" && !tmpl.ok()) {
+    if (f.tool_call_format == "auto") formats.tools = serve::ToolCallFormat::kDeepSeekV32;
+    if (f.reasoning_parser == "auto")
+      formats.reasoning = serve::ServeContext::Reasoning::kDeepSeekV3;
+  }
+  if (!tmpl.ok()) {
+    if (formats.tools == serve::ToolCallFormat::kDeepSeekV32)
+      std::fprintf(stderr,
+                   "epserve: no chat template (%s); chat prompts are rendered by the built-in "
+                   "DeepSeek-V3.2 encoding\n",
+                   tmpl.status().message().c_str());
+    else
+      std::fprintf(stderr, "epserve: no chat template (%s); /v1/chat/completions answers 400\n",
+                   tmpl.status().message().c_str());
+  }
   std::fprintf(stderr, "epserve: chat output: tool calls: %s, reasoning: %s\n",
-               formats.tools == serve::ToolCallFormat::kDeepSeekV3    ? "deepseek_v3"
-               : formats.tools == serve::ToolCallFormat::kDeepSeekV31 ? "deepseek_v31"
-                                                                      : "none",
+               std::string(serve::ToolCallFormatName(formats.tools)).c_str(),
                formats.reasoning == serve::ServeContext::Reasoning::kDeepSeekR1   ? "deepseek-r1"
                : formats.reasoning == serve::ServeContext::Reasoning::kDeepSeekV3 ? "deepseek-v3"
                                                                                   : "none");
@@ -600,8 +612,10 @@ void RegisterServeCommand(CLI::App& app, CommandContext& ctx) {
   const char* chat = "Chat output";
   cmd->add_option("--tool-call-format", f->tool_call_format,
                   "how the model writes tool calls: deepseek_v3 (V3, R1), deepseek_v31 (V3.1), "
-                  "none, or auto (read from the chat template)")
-      ->check(CLI::IsMember({"auto", "deepseek_v3", "deepseek_r1", "deepseek_v31", "none"}))
+                  "deepseek_v32 (V3.2's DSML; without a chat template, also its built-in "
+                  "prompt), none, or auto (read from the chat template or model_type)")
+      ->check(CLI::IsMember(
+          {"auto", "deepseek_v3", "deepseek_r1", "deepseek_v31", "deepseek_v32", "none"}))
       ->capture_default_str()
       ->group(chat);
   cmd->add_option("--reasoning-parser", f->reasoning_parser,

@@ -16,6 +16,18 @@ constexpr std::string_view kMarkerText[] = {
     "<｜tool▁call▁end｜>",
     "<｜tool▁sep｜>",
 };
+constexpr std::string_view kDsmlToken = "｜DSML｜";
+// V3.2's (DSML) markers in the same order; it has no separator ("": not parsed). An invoke's
+// name attribute is the start of the call's body.
+constexpr std::string_view kDsmlMarkerText[] = {
+    "<think>",
+    "</think>",
+    "<｜DSML｜function_calls>",
+    "</｜DSML｜function_calls>",
+    "<｜DSML｜invoke",
+    "</｜DSML｜invoke>",
+    "",
+};
 
 bool IsSpace(char c) {
   return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v';
@@ -39,12 +51,18 @@ size_t PartialSuffix(std::string_view text, std::string_view marker) {
 ChatOutput::ChatOutput(const text::Tokenizer& tokenizer, ChatOutputOptions options)
     : options_(std::move(options)), decoder_(tokenizer, {.skip_special_tokens = true}) {
   std::erase(options_.stop, std::string());
+  const bool dsml = options_.tools == ToolCallFormat::kDeepSeekV32;
   for (int m = 0; m < kNumMarkers; ++m) {
-    const bool parsed = m <= kThinkClose ? options_.reasoning != ReasoningMode::kNone
-                                         : options_.tools != ToolCallFormat::kNone;
-    marker_ids_[m] = parsed ? tokenizer.TokenToId(kMarkerText[m]) : -1;
+    marker_text_[m] = dsml ? kDsmlMarkerText[m] : kMarkerText[m];
+    const bool parsed = m <= kThinkClose
+                            ? options_.reasoning != ReasoningMode::kNone
+                            : options_.tools != ToolCallFormat::kNone && !marker_text_[m].empty();
+    marker_ids_[m] = parsed ? tokenizer.TokenToId(marker_text_[m]) : -1;
     text_markers_[m] = parsed && marker_ids_[m] < 0;
   }
+  // Where ｜DSML｜ is one token, it is put back in the text (the decoder would skip it as
+  // special), where the markers are matched.
+  dsml_id_ = dsml ? tokenizer.TokenToId(kDsmlToken) : -1;
   std::random_device seed;
   std::seed_seq seq{seed(), seed(), seed(), seed()};
   rng_.seed(seq);
@@ -59,6 +77,12 @@ ChatOutput::Marker ChatOutput::MarkerOfId(int32_t id) const {
   for (int m = 0; m < kNumMarkers; ++m)
     if (marker_ids_[m] >= 0 && marker_ids_[m] == id) return static_cast<Marker>(m);
   return kNoMarker;
+}
+
+// V3.2 in content (or before it): trailing whitespace is held back, as it may precede a call.
+bool ChatOutput::HoldsSpaceBeforeCalls() const {
+  return options_.tools == ToolCallFormat::kDeepSeekV32 &&
+         (state_ == State::kContent || state_ == State::kSkipSpace);
 }
 
 bool ChatOutput::TextMarkerActive(Marker m) const {
@@ -81,7 +105,11 @@ void ChatOutput::Add(int32_t id, std::vector<ChatDelta>* out) {
   out_ = out;
   ++num_ids_;
   const Marker m = MarkerOfId(id);
-  if (m == kNoMarker) {
+  if (dsml_id_ >= 0 && id == dsml_id_) {
+    pending_ += decoder_.Finish();
+    pending_ += kDsmlToken;
+    Scan(RunEnd::kMayContinue);
+  } else if (m == kNoMarker) {
     // An id the tokenizer does not define (a random model's vocabulary may be larger) adds no
     // text.
     StatusOr<std::string> piece = decoder_.Add(id);
@@ -130,12 +158,15 @@ void ChatOutput::Scan(RunEnd run) {
     Marker found = kNoMarker;
     for (int m = 0; m < kNumMarkers; ++m) {
       if (!TextMarkerActive(static_cast<Marker>(m))) continue;
-      const size_t pos = pending_.find(kMarkerText[m]);
+      const size_t pos = pending_.find(marker_text_[m]);
       if (pos < best) best = pos, found = static_cast<Marker>(m);
     }
     if (found != kNoMarker) {
-      const std::string before = pending_.substr(0, best);
-      pending_.erase(0, best + kMarkerText[found].size());
+      std::string before = pending_.substr(0, best);
+      pending_.erase(0, best + marker_text_[found].size());
+      // V3.2 writes "\n\n" before its calls: whitespace before a call is not content.
+      if (HoldsSpaceBeforeCalls() && (found == kCallsBegin || found == kCallBegin))
+        while (!before.empty() && IsSpace(before.back())) before.pop_back();
       OnText(before);
       if (!stopped_) OnMarker(found);
       continue;
@@ -144,7 +175,9 @@ void ChatOutput::Scan(RunEnd run) {
     if (run == RunEnd::kMayContinue) {
       for (int m = 0; m < kNumMarkers; ++m)
         if (TextMarkerActive(static_cast<Marker>(m)))
-          keep = std::max(keep, PartialSuffix(pending_, kMarkerText[m]));
+          keep = std::max(keep, PartialSuffix(pending_, marker_text_[m]));
+      if (HoldsSpaceBeforeCalls())
+        while (keep < pending_.size() && IsSpace(pending_[pending_.size() - keep - 1])) ++keep;
     }
     const std::string text = pending_.substr(0, pending_.size() - keep);
     pending_.erase(0, pending_.size() - keep);
@@ -158,7 +191,7 @@ void ChatOutput::Scan(RunEnd run) {
 bool ChatOutput::ResolveStart(RunEnd run) {
   const size_t space = LeadingSpace(pending_);
   const std::string_view rest = std::string_view(pending_).substr(space);
-  const std::string_view open = kMarkerText[kThinkOpen];
+  const std::string_view open = marker_text_[kThinkOpen];
   if (text_markers_[kThinkOpen]) {
     if (rest.starts_with(open)) {
       pending_.erase(0, space + open.size());
@@ -226,13 +259,13 @@ void ChatOutput::OnMarker(Marker m) {
         state_ = State::kSkipSpace;
         if (m == kCallBegin) StartCall();
       } else {
-        EmitReasoning(kMarkerText[m]);
+        EmitReasoning(marker_text_[m]);
       }
       return;
     case State::kSkipSpace:
     case State::kContent:
       if (m == kThinkOpen || m == kThinkClose) {
-        OnText(kMarkerText[m]);
+        OnText(marker_text_[m]);
       } else if (m == kCallsBegin || m == kCallBegin) {
         FlushContent();
         state_ = State::kSkipSpace;
@@ -257,7 +290,7 @@ void ChatOutput::OnMarker(Marker m) {
         case kCallsBegin:
           return;
         default:
-          body_->AddText(kMarkerText[m]);
+          body_->AddText(marker_text_[m]);
           break;
       }
       SendCall();

@@ -1,6 +1,6 @@
 // ChatOutput turns a chat request's generated token ids into the parts of an OpenAI chat
 // message, streamed: reasoning text (what comes before </think>), content text, and tool calls
-// in DeepSeek-V3/R1 or DeepSeek-V3.1 format.
+// in DeepSeek-V3/R1, DeepSeek-V3.1 or DeepSeek-V3.2 (DSML) format.
 //
 // Formats (each <｜...｜> is one added token; '｜' is U+FF5C and '▁' U+2581), one call shown:
 //   V3/R1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME
@@ -10,6 +10,15 @@
 //          (more calls: "\n<｜tool▁call▁begin｜>...<｜tool▁call▁end｜>" before the calls' end)
 //   V3.1:  <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>ARGS<｜tool▁call▁end｜>
 //          <｜tool▁calls▁end｜>  (more calls follow the first directly)
+//   V3.2:  \n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="NAME">\n
+//          <｜DSML｜parameter name="P" string="true">VALUE</｜DSML｜parameter>\n  (one a line)
+//          </｜DSML｜invoke>\n</｜DSML｜function_calls>  (more invokes follow, a "\n" between)
+//          These markers are text, not added tokens (where ｜DSML｜ is one token it is put back in
+//          the text): matched in the decoded text, possible prefixes held back. Whitespace
+//          before the calls is not content (trailing content whitespace is held back until
+//          non-space text follows); arguments are built from the parameters
+//          (tool_call_parser.h). A <｜DSML｜invoke without <｜DSML｜function_calls> also starts
+//          a call; stray end markers are dropped.
 // V3 arguments are the text between the ```json fence's opening line and its closing ```, with
 // surrounding whitespace trimmed; V3.1 arguments are the text between the separator and the
 // call's end, exactly. Text before the calls is content; after a call or the calls' end,
@@ -123,6 +132,7 @@ class ChatOutput {
 
   Marker MarkerOfId(int32_t id) const;
   bool TextMarkerActive(Marker m) const;
+  bool HoldsSpaceBeforeCalls() const;
   void EndTextRun();
   void Scan(RunEnd run);
   bool ResolveStart(RunEnd run);
@@ -138,8 +148,10 @@ class ChatOutput {
 
   ChatOutputOptions options_;
   text::IncrementalDecoder decoder_;
-  int32_t marker_ids_[kNumMarkers];  // -1: not a single token (or not parsed)
-  bool text_markers_[kNumMarkers];   // parsed, but matched in the decoded text
+  int32_t marker_ids_[kNumMarkers];            // -1: not a single token (or not parsed)
+  bool text_markers_[kNumMarkers];             // parsed, but matched in the decoded text
+  std::string_view marker_text_[kNumMarkers];  // the format's markers ("": none)
+  int32_t dsml_id_ = -1;                       // V3.2: ｜DSML｜ as one token, else -1
   std::mt19937_64 rng_;
 
   State state_;

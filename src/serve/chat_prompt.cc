@@ -6,6 +6,7 @@
 
 #include "grammar/grammar.h"
 #include "runtime/compile_slots.h"
+#include "serve/dsv32_prompt.h"
 
 namespace epserve::serve {
 
@@ -35,15 +36,29 @@ std::variant<std::vector<int32_t>, ApiError> BuildPrompt(const ServeContext& ctx
     if (!ids.ok()) return ApiError{.message = ids.status().message(), .param = "prompt"};
     return std::move(*ids);
   }
-  if (ctx.chat_template == nullptr)
+  // DeepSeek-V3.2 ships no chat template (encoding/encoding_dsv32.py instead): with its tool
+  // format and no template, the prompt is rendered by dsv32_prompt.h (thinking as V3.1's
+  // template takes it: chat_template_kwargs {"thinking": true}).
+  const bool builtin_v32 =
+      ctx.chat_template == nullptr && ctx.tool_format == ToolCallFormat::kDeepSeekV32;
+  if (ctx.chat_template == nullptr && !builtin_v32)
     return ApiError{.message = "the model has no chat template", .param = "messages"};
-  Json context = p.template_kwargs;  // the request's own variables first; ours win
-  context["messages"] = p.messages;
-  context["add_generation_prompt"] = p.add_generation_prompt;
-  context["bos_token"] = tok.bos_token();
-  context["eos_token"] = tok.eos_token();
-  context["tools"] = p.tools;  // as the client sent them (null: none), as transformers passes
-  StatusOr<std::string> rendered = ctx.chat_template->Render(context);
+  StatusOr<std::string> rendered = Status::Internal("not rendered");
+  if (builtin_v32) {
+    rendered = RenderDeepSeekV32Prompt(
+        p.messages, p.tools,
+        ThinkingAsked(p) ? DeepSeekV32Mode::kThinking : DeepSeekV32Mode::kChat);
+    if (!rendered.ok())
+      return ApiError{.message = rendered.status().message(), .param = "messages"};
+  } else {
+    Json context = p.template_kwargs;  // the request's own variables first; ours win
+    context["messages"] = p.messages;
+    context["add_generation_prompt"] = p.add_generation_prompt;
+    context["bos_token"] = tok.bos_token();
+    context["eos_token"] = tok.eos_token();
+    context["tools"] = p.tools;  // as the client sent them (null: none), as transformers passes
+    rendered = ctx.chat_template->Render(context);
+  }
   if (!rendered.ok()) {
     // The template's errors begin with where it lives on this server
     // ("/srv/m/tokenizer_config.json: chat_template:3:204: ..."): the log gets the whole
@@ -135,7 +150,8 @@ std::variant<Constraint, ApiError> MakeConstraint(const ServeContext& ctx,
   const char* kCallsBegin = "<｜tool▁calls▁begin｜>";
   const char* kCallBegin = "<｜tool▁call▁begin｜>";
   if (p.tool_choice == ToolChoice::kNone || p.tools.is_null()) {
-    for (const char* t : {kCallsBegin, kCallBegin})
+    // V3.2's DSML markers are text: only a tokenizer with ｜DSML｜ as one token can ban them.
+    for (const char* t : {kCallsBegin, kCallBegin, "｜DSML｜"})
       if (int32_t id = SingleToken(tok, t); id >= 0) c.banned.push_back(id);
   }
   Json spec;
@@ -151,6 +167,11 @@ std::variant<Constraint, ApiError> MakeConstraint(const ServeContext& ctx,
       return ApiError{.message =
                           "tool_choice: the server does not know how this model writes "
                           "tool calls (start it with --tool-call-format)",
+                      .param = "tool_choice"};
+    if (ctx.tool_format == ToolCallFormat::kDeepSeekV32)
+      return ApiError{.message =
+                          "tool_choice \"required\" or a named function is not supported for "
+                          "DeepSeek-V3.2's DSML tool calls yet (use \"auto\")",
                       .param = "tool_choice"};
     Json tools = Json::array();
     for (size_t i = 0; i < p.tools.size(); ++i) {

@@ -1,0 +1,193 @@
+#include "serve/dsv32_prompt.h"
+
+#include <string_view>
+
+#include "text/jinja_value.h"
+
+namespace epserve::serve {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr std::string_view kBos = "<｜begin▁of▁sentence｜>";
+constexpr std::string_view kEos = "<｜end▁of▁sentence｜>";
+constexpr std::string_view kThinkOpen = "<think>";
+constexpr std::string_view kThinkClose = "</think>";
+
+// encoding_dsv32.py's TOOLS_SYSTEM_TEMPLATE with its tokens filled in; the schemas follow.
+constexpr std::string_view kToolsHead =
+    "## Tools\n\n"
+    "You have access to a set of tools you can use to answer the user's question.\n"
+    "You can invoke functions by writing a \"<｜DSML｜function_calls>\" block like the "
+    "following as part of your reply to the user:\n"
+    "<｜DSML｜function_calls>\n"
+    "<｜DSML｜invoke name=\"$FUNCTION_NAME\">\n"
+    "<｜DSML｜parameter name=\"$PARAMETER_NAME\" string=\"true|false\">$PARAMETER_VALUE"
+    "</｜DSML｜parameter>\n"
+    "...\n"
+    "</｜DSML｜invoke>\n"
+    "<｜DSML｜invoke name=\"$FUNCTION_NAME2\">\n"
+    "...\n"
+    "</｜DSML｜invoke>\n"
+    "</｜DSML｜function_calls>\n\n"
+    "String and scalar parameters should be specified as is without any escaping or quotes, "
+    "while lists and objects should use JSON format. The \"string\" attribute should be set to "
+    "\"true\" for string type parameters and \"false\" for other types (numbers, booleans, "
+    "arrays, objects).\n\n"
+    "If the thinking_mode is enabled, then after function results you should strongly consider "
+    "outputting a thinking block. Here is an example:\n\n"
+    "<｜DSML｜function_calls>\n...\n</｜DSML｜function_calls>\n\n"
+    "<function_results>\n...\n</function_results>\n\n"
+    "<think>...thinking about results</think>\n\n"
+    "Here are the functions available in JSONSchema format:\n"
+    "<functions>\n";
+constexpr std::string_view kToolsTail = "\n</functions>\n";
+
+// Python's json.dumps(value, ensure_ascii=False), as the script's to_json.
+StatusOr<std::string> PyJson(const Json& j) {
+  return text::jinja::JsonDumps(text::jinja::Value::FromJson(j), {});
+}
+
+std::string Role(const Json& m) {
+  return m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>() : "";
+}
+
+// A message's text: a string, the text parts of a list, or "" (null, missing).
+std::string Content(const Json& m) {
+  if (!m.contains("content")) return "";
+  const Json& c = m["content"];
+  if (c.is_string()) return c.get<std::string>();
+  std::string out;
+  if (c.is_array())
+    for (const Json& part : c)
+      if (part.is_object() && part.contains("text") && part["text"].is_string())
+        out += part["text"].get<std::string>();
+  return out;
+}
+
+bool HasToolCalls(const Json& m) {
+  return m.contains("tool_calls") && m["tool_calls"].is_array() && !m["tool_calls"].empty();
+}
+
+StatusOr<std::string> RenderTools(const Json& tools) {
+  std::string out(kToolsHead);
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const Json& t = tools[i];
+    ASSIGN_OR_RETURN(std::string schema,
+                     PyJson(t.is_object() && t.contains("function") ? t["function"] : t));
+    if (i > 0) out += '\n';
+    out += schema;
+  }
+  out += kToolsTail;
+  return out;
+}
+
+// "\n\n<｜DSML｜function_calls>\n" + invokes joined by "\n" + "\n</｜DSML｜function_calls>".
+StatusOr<std::string> RenderToolCalls(const Json& calls, size_t index) {
+  std::string out = "\n\n<｜DSML｜function_calls>\n";
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const Json& f = calls[i].contains("function") ? calls[i]["function"] : calls[i];
+    const std::string where =
+        "messages[" + std::to_string(index) + "].tool_calls[" + std::to_string(i) + "]";
+    if (!f.is_object() || !f.contains("name") || !f["name"].is_string())
+      return Status::InvalidArgument(where + ": a tool call needs function.name");
+    Json args = f.contains("arguments") ? f["arguments"] : Json::object();
+    if (args.is_string()) args = Json::parse(args.get<std::string>(), nullptr, false);
+    if (args.is_null()) args = Json::object();
+    if (!args.is_object())
+      return Status::InvalidArgument(where + ": function.arguments must be a JSON object");
+    if (i > 0) out += '\n';
+    out += "<｜DSML｜invoke name=\"" + f["name"].get<std::string>() + "\">\n";
+    bool first = true;
+    for (const auto& [key, value] : args.items()) {
+      if (!first) out += '\n';
+      first = false;
+      out += "<｜DSML｜parameter name=\"" + key + "\" string=\"";
+      if (value.is_string()) {
+        out += "true\">" + value.get<std::string>();
+      } else {
+        ASSIGN_OR_RETURN(std::string v, PyJson(value));
+        out += "false\">" + v;
+      }
+      out += "</｜DSML｜parameter>";
+    }
+    out += "\n</｜DSML｜invoke>";
+  }
+  out += "\n</｜DSML｜function_calls>";
+  return out;
+}
+
+}  // namespace
+
+StatusOr<std::string> RenderDeepSeekV32Prompt(const Json& messages_in, const Json& tools,
+                                              DeepSeekV32Mode mode) {
+  if (!messages_in.is_array()) return Status::InvalidArgument("messages must be an array");
+  Json messages = messages_in;
+  const bool has_tools = tools.is_array() && !tools.empty();
+  if (has_tools && (messages.empty() || Role(messages[0]) != "system"))
+    messages.insert(messages.begin(), Json{{"role", "system"}, {"content", ""}});
+  const bool thinking = mode == DeepSeekV32Mode::kThinking;
+  int64_t last_user = -1;
+  for (size_t i = 0; i < messages.size(); ++i)
+    if (Role(messages[i]) == "user" || Role(messages[i]) == "developer")
+      last_user = static_cast<int64_t>(i);
+  // The think token that follows a user turn (or a round of tool results) at index i.
+  auto think_after = [&](int64_t i, bool at_or_after) {
+    const bool open = thinking && (at_or_after ? i >= last_user : i == last_user);
+    return open ? kThinkOpen : kThinkClose;
+  };
+
+  std::string out(kBos);
+  for (size_t idx = 0; idx < messages.size(); ++idx) {
+    const Json& m = messages[idx];
+    const int64_t i = static_cast<int64_t>(idx);
+    const std::string role = Role(m);
+    const std::string content = Content(m);
+    if (role == "system") {
+      out += content;
+      if (has_tools && idx == 0) {
+        ASSIGN_OR_RETURN(std::string rendered, RenderTools(tools));
+        out += "\n\n" + rendered;
+      }
+    } else if (role == "user" || role == "developer") {
+      // The script's developer turn is "\n\n# The user's message is: " + content (with its own
+      // tools, which requests do not have).
+      out += "<｜User｜>";
+      out += role == "developer" ? "\n\n# The user's message is: " + content : content;
+      out += "<｜Assistant｜>";
+      out += think_after(i, /*at_or_after=*/false);
+    } else if (role == "tool") {
+      int64_t prev = i - 1;
+      while (prev >= 0 && Role(messages[prev]) == "tool") --prev;
+      if (prev < 0 || Role(messages[prev]) != "assistant" || !HasToolCalls(messages[prev]) ||
+          messages[prev]["tool_calls"].size() < static_cast<size_t>(i - prev))
+        return Status::InvalidArgument("messages[" + std::to_string(idx) +
+                                       "]: a tool result without its assistant tool call");
+      const size_t order = static_cast<size_t>(i - prev);  // 1 for the first result
+      if (order == 1) out += "\n\n<function_results>";
+      out += "\n<result>" + content + "</result>";
+      if (order == messages[prev]["tool_calls"].size()) {
+        out += "\n</function_results>\n\n";
+        out += think_after(i, /*at_or_after=*/true);
+      }
+    } else if (role == "assistant") {
+      if (thinking && i > last_user) {
+        if (m.contains("reasoning_content") && m["reasoning_content"].is_string())
+          out += m["reasoning_content"].get<std::string>();
+        out += kThinkClose;
+      }
+      out += content;
+      if (HasToolCalls(m)) {
+        ASSIGN_OR_RETURN(std::string calls, RenderToolCalls(m["tool_calls"], idx));
+        out += calls;
+      }
+      out += kEos;
+    } else {
+      return Status::InvalidArgument("messages[" + std::to_string(idx) + "]: unknown role \"" +
+                                     role + "\"");
+    }
+  }
+  return out;
+}
+
+}  // namespace epserve::serve
