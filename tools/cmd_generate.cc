@@ -363,7 +363,8 @@ Status Run(GenerateFlags f) {
   ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
   Model model(loaded->config, *loaded->weights, pool);
   LocalExperts experts(*loaded->weights, pool,
-                       f.expert_input == "fp8" ? ExpertInputFormat::kFp8 : ExpertInputFormat::kF32);
+                       f.expert_input == "fp8" ? ExpertInputFormat::kFp8 : ExpertInputFormat::kF32,
+                       loaded->config.ue8m0_scales);
   model.SetExperts(&experts);
   std::unique_ptr<TraceRecorder> recorder;
   if (!f.trace_out.empty()) {

@@ -87,7 +87,8 @@ Status Dispatcher::StartDispatch(const DispatchInput& in, DispatchHandle* h) {
   for (int p = 0; p < P; ++p) {
     uint8_t* rec = hd.send_buf_.data() + hd.sd_[p];
     for (int64_t t : hd.sent_tokens_[p]) {
-      kernels::QuantizeBlocksFp8(in.x + t * H, H, rec, reinterpret_cast<float*>(rec + H));
+      kernels::QuantizeBlocksFp8(in.x + t * H, H, rec, reinterpret_cast<float*>(rec + H),
+                                 opt_.ue8m0_scales);
       int32_t* ids = reinterpret_cast<int32_t*>(rec + H + 4 * nb);
       float* ws = reinterpret_cast<float*>(ids + K);
       for (int k = 0; k < K; ++k) {

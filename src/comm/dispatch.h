@@ -33,6 +33,9 @@ struct DispatchOptions {
   int hidden = 0;
   int top_k = 0;
   A2aMode mode = A2aMode::kSparse;
+  // FP8 rows with power-of-two (UE8M0) scales, as DeepSeek's act_quant makes them for a model
+  // whose config says quantization_config.scale_fmt "ue8m0" (V3.1 and later).
+  bool ue8m0_scales = false;
 };
 
 struct DispatchInput {

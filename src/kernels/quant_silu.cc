@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/quant.h"
 #include "tensor/dtype.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -45,14 +46,16 @@ HWY_INLINE void StoreCodes(DF df, hn::Vec<DF> v, uint8_t* q) {
 
 // Quantizes one block of len <= 128 values already in `v` (a stack buffer).
 template <class DF>
-HWY_INLINE void QuantizeBlock(DF df, const float* v, int64_t len, uint8_t* q, float* scale) {
+HWY_INLINE void QuantizeBlock(DF df, const float* v, int64_t len, uint8_t* q, float* scale,
+                              bool ue8m0) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   auto amax_v = hn::Zero(df);
   int64_t i = 0;
   for (; i + N <= len; i += N) amax_v = hn::Max(amax_v, hn::Abs(hn::LoadU(df, v + i)));
   float amax = hn::GetLane(hn::MaxOfLanes(df, amax_v));
   for (; i < len; ++i) amax = std::fmax(amax, std::fabs(v[i]));
-  const float s = amax > 0.0f ? amax / kFp8E4M3Max : 1.0f;
+  float s = amax > 0.0f ? amax / kFp8E4M3Max : 1.0f;
+  if (ue8m0) s = RoundScaleUe8m0(s);
   *scale = s;
   const float inv = 1.0f / s;
   const auto inv_v = hn::Set(df, inv);
@@ -60,11 +63,11 @@ HWY_INLINE void QuantizeBlock(DF df, const float* v, int64_t len, uint8_t* q, fl
   for (; i < len; ++i) q[i] = F32ToFp8E4M3(v[i] * inv);
 }
 
-void QuantizeBlocks(const float* x, int64_t n, uint8_t* q, float* scales) {
+void QuantizeBlocks(const float* x, int64_t n, uint8_t* q, float* scales, bool ue8m0) {
   const hn::ScalableTag<float> df;
   for (int64_t b = 0; b < n; b += kFp8BlockSize)
     QuantizeBlock(df, x + b, std::min<int64_t>(kFp8BlockSize, n - b), q + b,
-                  scales + b / kFp8BlockSize);
+                  scales + b / kFp8BlockSize, ue8m0);
 }
 
 void SiluMulQuantRows(const SiluMulQuantArgs& a, int64_t row_begin, int64_t row_end) {
@@ -86,7 +89,8 @@ void SiluMulQuantRows(const SiluMulQuantArgs& a, int64_t row_begin, int64_t row_
         hn::Store(hn::Mul(silu, hn::LoadU(df, u + b + i)), df, v + i);
       }
       for (; i < len; ++i) v[i] = g[b + i] / (1.0f + std::exp(-g[b + i])) * u[b + i];
-      QuantizeBlock(df, v, len, a.q + r * a.row_len + b, a.scales + r * blocks + b / kFp8BlockSize);
+      QuantizeBlock(df, v, len, a.q + r * a.row_len + b, a.scales + r * blocks + b / kFp8BlockSize,
+                    false);
     }
   }
 }
@@ -100,8 +104,8 @@ namespace epserve::kernels {
 HWY_EXPORT(QuantizeBlocks);
 HWY_EXPORT(SiluMulQuantRows);
 
-void QuantizeBlocksFp8(const float* x, int64_t n, uint8_t* q, float* scales) {
-  HWY_DYNAMIC_DISPATCH(QuantizeBlocks)(x, n, q, scales);
+void QuantizeBlocksFp8(const float* x, int64_t n, uint8_t* q, float* scales, bool ue8m0) {
+  HWY_DYNAMIC_DISPATCH(QuantizeBlocks)(x, n, q, scales, ue8m0);
 }
 
 void SiluMulQuantFp8(const SiluMulQuantArgs& args, ThreadPool& pool) {

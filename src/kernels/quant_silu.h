@@ -30,6 +30,6 @@ void SiluMulQuantFp8Reference(const SiluMulQuantArgs& args);
 
 // The quantization step alone, vectorized: bit-identical codes and scales to quant.h's
 // QuantizeRowFp8 (same formula, exact e4m3 rounding). q: n bytes; scales: ceil(n / 128).
-void QuantizeBlocksFp8(const float* x, int64_t n, uint8_t* q, float* scales);
+void QuantizeBlocksFp8(const float* x, int64_t n, uint8_t* q, float* scales, bool ue8m0 = false);
 
 }  // namespace epserve::kernels

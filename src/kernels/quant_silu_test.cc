@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/quant.h"
 #include "kernels/test_util.h"
 #include "tensor/dtype.h"
 
@@ -67,6 +68,37 @@ TEST(QuantizeBlocksFp8Test, ScalesAndZeroBlocks) {
       for (int64_t i = b * 128; i < std::min<int64_t>(n, (b + 1) * 128); ++i)
         ASSERT_EQ(q[i], F32ToFp8E4M3(x[i] * (1.0f / s[b])));
     }
+  });
+}
+
+// UE8M0 (scale_fmt ue8m0): each scale is the smallest power of two >= amax / 448, and the
+// vectorized quantizer gives the scalar twin's (QuantizeRowFp8's) bytes and scales.
+TEST(QuantizeBlocksFp8Test, Ue8m0ScalesArePowersOfTwoAndMatchTheTwin) {
+  EXPECT_EQ(RoundScaleUe8m0(1.0f), 1.0f);
+  EXPECT_EQ(RoundScaleUe8m0(0.75f), 1.0f);
+  EXPECT_EQ(RoundScaleUe8m0(std::nextafter(0.25f, 1.0f)), 0.5f);
+  EXPECT_EQ(RoundScaleUe8m0(3.5f / 448.0f), 1.0f / 128);
+  const int64_t n = 300;
+  std::vector<float> x = RandomVector(n, 2);
+  for (int64_t i = 128; i < 256; ++i) x[i] *= 0.01f;
+  std::vector<uint8_t> want_q(n);
+  std::vector<float> want_s(3);
+  QuantizeRowFp8(x.data(), n, want_q.data(), want_s.data(), /*ue8m0=*/true);
+  for (int b = 0; b < 3; ++b) {
+    float amax = 0;
+    for (int64_t i = b * 128; i < std::min<int64_t>(n, (b + 1) * 128); ++i)
+      amax = std::fmax(amax, std::fabs(x[i]));
+    int e = 0;
+    EXPECT_EQ(std::frexp(want_s[b], &e), 0.5f) << "not a power of two: " << want_s[b];
+    EXPECT_GE(want_s[b], amax / 448.0f);
+    EXPECT_LT(want_s[b], 2 * amax / 448.0f);
+  }
+  ForEachTarget([&] {
+    std::vector<uint8_t> q(n);
+    std::vector<float> s(3);
+    QuantizeBlocksFp8(x.data(), n, q.data(), s.data(), /*ue8m0=*/true);
+    EXPECT_EQ(s, want_s);
+    EXPECT_EQ(q, want_q);
   });
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "kernels/quant.h"
 #include "tensor/dtype.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -64,14 +65,7 @@ float QuantizeIndexFp8(const float* x, int n, bool ue8m0, uint8_t* q) {
   float amax = 1e-4f;
   for (int i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
   float s = amax * (1.0f / kFp8E4M3Max);
-  if (ue8m0) {
-    // 2^ceil(log2(s)) from the bits, as DeepSeek's fast_round_scale: the exponent, plus one
-    // unless the mantissa is zero.
-    uint32_t bits;
-    std::memcpy(&bits, &s, 4);
-    const int e = static_cast<int>((bits >> 23) & 0xff) - 127 + ((bits & 0x7fffff) != 0 ? 1 : 0);
-    s = std::ldexp(1.0f, e);
-  }
+  if (ue8m0) s = RoundScaleUe8m0(s);
   for (int i = 0; i < n; ++i) q[i] = F32ToFp8E4M3(std::clamp(x[i] / s, -kFp8E4M3Max, kFp8E4M3Max));
   return s;
 }

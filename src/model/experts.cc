@@ -89,7 +89,7 @@ Status LocalExperts::Compute(int slot) {
   for (int64_t i = 0; i < slots; ++i) {
     float* row = &sl.packed_x[sl.layout.pair_row[i] * b.hidden];
     std::memcpy(row, b.x + (i / b.top_k) * b.hidden, b.hidden * sizeof(float));
-    if (format_ == ExpertInputFormat::kFp8) kernels::RoundTripFp8(row, b.hidden);
+    if (format_ == ExpertInputFormat::kFp8) kernels::RoundTripFp8(row, b.hidden, ue8m0_);
   }
   return RunGroupedExperts({.experts = &experts,
                             .group_expert = sl.layout.group_expert.data(),

@@ -90,9 +90,11 @@ ExpertMajorLayout LayoutExpertMajor(const int32_t* expert_ids, int64_t num_pairs
 
 class LocalExperts : public ExpertBackend {
  public:
+  // ue8m0_scales: kFp8 rounds with power-of-two scales, as the dispatch does for a model whose
+  // config says scale_fmt ue8m0 (DispatchOptions::ue8m0_scales).
   LocalExperts(const ModelWeights& weights, ThreadPool& pool,
-               ExpertInputFormat format = ExpertInputFormat::kF32)
-      : weights_(weights), pool_(pool), format_(format) {}
+               ExpertInputFormat format = ExpertInputFormat::kF32, bool ue8m0_scales = false)
+      : weights_(weights), pool_(pool), format_(format), ue8m0_(ue8m0_scales) {}
   Status Start(int slot, const RoutedBatch& batch) override;
   Status Compute(int slot) override;
   Status Finish(int slot, float* out) override;
@@ -106,6 +108,7 @@ class LocalExperts : public ExpertBackend {
   const ModelWeights& weights_;
   ThreadPool& pool_;
   ExpertInputFormat format_;
+  bool ue8m0_;
   Slot slots_[kExpertSlots];
   MlpScratch scratch_;
 };

@@ -159,8 +159,10 @@ EpError BuildEpReplica(comm::MpiWorld& mpi, const EpReplicaOptions& o,
       o.threads > 0 ? o.threads : ThreadPool::DefaultThreads(mpi.local_ranks()));
   r->dispatcher = std::make_unique<comm::Dispatcher>(
       world, node_of,
-      comm::DispatchOptions{
-          .hidden = config.hidden_size, .top_k = config.num_experts_per_tok, .mode = o.a2a});
+      comm::DispatchOptions{.hidden = config.hidden_size,
+                            .top_k = config.num_experts_per_tok,
+                            .mode = o.a2a,
+                            .ue8m0_scales = config.ue8m0_scales});
   r->experts =
       std::make_unique<EpExperts>(*r->dispatcher, *r->plan, *r->router, *r->loaded->weights,
                                   *r->pool, layers, config.n_routed_experts);
