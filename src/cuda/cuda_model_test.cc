@@ -34,11 +34,7 @@ std::string Name(const Case& c) {
 
 void PrintTo(const Case& c, std::ostream* os) { *os << Name(c); }
 
-std::vector<int32_t> Prompt(int n, int start) {
-  std::vector<int32_t> p;
-  for (int i = 0; i < n; ++i) p.push_back((start + 37 * i) % 1000);
-  return p;
-}
+using epserve::testing::Prompt;
 
 // Tolerance on max|gpu - cpu| / max|cpu| per logits row. f32 cache: the two engines differ only
 // in the order of f32 sums (and expf/rsqrtf ulps), ~1e-6 per layer, so 1e-4 leaves a wide

@@ -10,25 +10,9 @@
 namespace epserve {
 namespace {
 
-struct Loaded {
-  std::unique_ptr<Checkpoint> ck;
-  ModelConfig config;
-  std::unique_ptr<ModelWeights> w;
-};
-
-Loaded Load(const std::string& dir, LoadOptions::Requant requant = LoadOptions::Requant::kNone) {
-  Loaded l;
-  l.ck = std::move(Checkpoint::Open(dir).value());
-  l.config = ModelConfig::Parse(l.ck->config_text(), "config.json").value();
-  l.w = std::move(ModelWeights::Load(*l.ck, l.config, {.requant = requant}).value());
-  return l;
-}
-
-std::vector<int32_t> Prompt(int n, int start) {
-  std::vector<int32_t> p;
-  for (int i = 0; i < n; ++i) p.push_back((start + 37 * i) % 1000);
-  return p;
-}
+using testing::Load;
+using testing::Loaded;
+using testing::Prompt;
 
 // Logits for three sequences: prefill of lengths 1, 7, 33 in one batch.
 std::vector<float> PrefillLogits(const Loaded& m, int threads) {

@@ -11,25 +11,9 @@
 namespace epserve {
 namespace sparse_test {
 
-struct Loaded {
-  std::unique_ptr<Checkpoint> ck;
-  ModelConfig config;
-  std::unique_ptr<ModelWeights> w;
-};
-
-Loaded Load(const std::string& dir) {
-  Loaded l;
-  l.ck = std::move(Checkpoint::Open(dir).value());
-  l.config = ModelConfig::Parse(l.ck->config_text(), "config.json").value();
-  l.w = std::move(ModelWeights::Load(*l.ck, l.config, {}).value());
-  return l;
-}
-
-std::vector<int32_t> Prompt(int n, int start) {
-  std::vector<int32_t> p;
-  for (int i = 0; i < n; ++i) p.push_back((start + 37 * i) % 1000);
-  return p;
-}
+using testing::Load;
+using testing::Loaded;
+using testing::Prompt;
 
 // Prefill logits of one prompt, for `config` (the checkpoint's, or a variant of it).
 std::vector<float> Logits(const Loaded& m, const ModelConfig& config, const std::vector<int32_t>& p,
