@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "grammar/grammar.h"
+#include "grammar/tool_calls.h"
 
 namespace epserve {
 
@@ -183,33 +184,13 @@ class Factory {
   StatusOr<std::shared_ptr<const grammar::Grammar>> ToolCalls(const Json& spec) {
     const std::string key = "tool_calls|" + spec.dump();
     if (auto g = grammar::FindCachedGrammar(key)) return g;
-    const bool v31 = spec.value("format", "") == "deepseek_v31";
-    const int32_t calls_begin = Id("<｜tool▁calls▁begin｜>"),
-                  calls_end = Id("<｜tool▁calls▁end｜>"), call_begin = Id("<｜tool▁call▁begin｜>"),
-                  call_end = Id("<｜tool▁call▁end｜>"), sep = Id("<｜tool▁sep｜>");
-    if (calls_begin < 0 || calls_end < 0 || call_begin < 0 || call_end < 0 || sep < 0)
-      return Status::InvalidArgument(
-          "constraint: the tokenizer lacks DeepSeek's tool-call tokens (<｜tool▁calls▁begin｜> "
-          "...)");
-    if (!spec.contains("tools") || !spec["tools"].is_array() || spec["tools"].empty())
-      return Status::InvalidArgument("constraint: tool_calls without tools");
-    grammar::GrammarBuilder b;
-    std::vector<grammar::GrammarBuilder::Expr> alternatives;
-    for (const Json& t : spec["tools"]) {
-      const std::string name = t.value("name", "");
-      ASSIGN_OR_RETURN(grammar::GrammarBuilder::Expr args,
-                       b.JsonSchema(t.value("parameters", Json::object())));
-      if (v31)
-        alternatives.push_back(b.Seq({b.Literal(name), b.Token(sep), args}));
-      else
-        alternatives.push_back(b.Seq({b.Literal("function"), b.Token(sep),
-                                      b.Literal(name + "\n```json\n"), args, b.Literal("\n```")}));
-    }
-    auto one = b.Seq({b.Token(call_begin), b.Alt(alternatives), b.Token(call_end)});
-    auto more = spec.value("parallel", false) ? b.Star(v31 ? one : b.Seq({b.Literal("\n"), one}))
-                                              : b.Empty();
+    const grammar::ToolCallTokens ids{.calls_begin = Id("<｜tool▁calls▁begin｜>"),
+                                      .calls_end = Id("<｜tool▁calls▁end｜>"),
+                                      .call_begin = Id("<｜tool▁call▁begin｜>"),
+                                      .call_end = Id("<｜tool▁call▁end｜>"),
+                                      .sep = Id("<｜tool▁sep｜>")};
     ASSIGN_OR_RETURN(std::shared_ptr<const grammar::Grammar> g,
-                     b.Build(b.Seq({b.Token(calls_begin), one, more, b.Token(calls_end)})));
+                     grammar::CompileToolCalls(spec, ids));
     grammar::CacheGrammar(key, g);
     return g;
   }

@@ -5,12 +5,13 @@
 // Spec: a JSON object, written by serve/chat_prompt.cc:
 //   {"type": "json_object"}                         any JSON object
 //   {"type": "json_schema", "schema": {...}}        JSON matching the schema
-//   {"type": "tool_calls", "format": "deepseek_v3" | "deepseek_v31",
+//   {"type": "tool_calls", "format": "deepseek_v3" | "deepseek_v31" | "deepseek_v32",
 //    "tools": [{"name": "...", "parameters": {...}}, ...], "parallel": bool}
 //                                                   a tool-call block in the model's format:
 //                                                   one call (or several when parallel), each
 //                                                   naming one of the tools with arguments
 //                                                   matching its parameters
+//                                                   (grammar/tool_calls.h)
 //   {"type": "script", "tokens": [ids]}            exactly these ids, then a stop id (tests:
 //                                                   serve --scripted-outputs)
 //   optional "after_token": id                      unconstrained until this token was drawn

@@ -97,27 +97,37 @@ TEST_F(GrammarConstraintTest, SchemaOutputsParseAndMatchEvenWhenTheBudgetRunsOut
 }
 
 TEST_F(GrammarConstraintTest, ToolCallBlocksHaveTheModelsFormat) {
-  const Json tools = Json::array({{{"name", "f"}, {"parameters", {{"type", "object"}}}},
-                                  {{"name", "g"},
-                                   {"parameters",
-                                    {{"type", "object"},
-                                     {"properties", {{"x", {{"type", "integer"}}}}},
-                                     {"required", {"x"}}}}}});
-  for (const char* format : {"deepseek_v3", "deepseek_v31"}) {
-    const std::string spec = Json{
-        {"type", "tool_calls"},
-        {"format", format},
-        {"tools", tools},
-        {"parallel", false}}.dump();
-    FinishReason finish = FinishReason::kNone;
-    const std::string out = Generate(spec, 7, 60, &finish);
-    const std::string v3 = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>";
-    const std::string v31 = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>";
-    EXPECT_EQ(out.rfind(std::string(format) == "deepseek_v3" ? v3 : v31, 0), 0u) << out;
-    const std::string end = "<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
-    ASSERT_GE(out.size(), end.size());
-    EXPECT_EQ(out.substr(out.size() - end.size()), end) << out;
-    EXPECT_EQ(finish, FinishReason::kStop) << out;
+  const Json tools =
+      Json::array({{{"name", "f"}, {"parameters", {{"type", "object"}}}},
+                   {{"name", "g"},
+                    {"parameters",
+                     {{"type", "object"},
+                      {"properties", {{"x", {{"type", "integer"}}}, {"s", {{"type", "string"}}}}},
+                      {"required", {"x", "s"}}}}}});
+  const std::string v3 = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>";
+  const std::string v31 = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>";
+  const std::string v32 = "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"";
+  const std::string v3_end = "<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+  const std::string v32_end = "\n</｜DSML｜invoke>\n</｜DSML｜function_calls>";
+  for (const std::string format : {"deepseek_v3", "deepseek_v31", "deepseek_v32"}) {
+    for (uint64_t seed : {7, 8}) {
+      const std::string spec = Json{
+          {"type", "tool_calls"},
+          {"format", format},
+          {"tools", tools},
+          {"parallel", false}}.dump();
+      FinishReason finish = FinishReason::kNone;
+      // DSML's framing is ~90 bytes of text, more tokens than the tiny vocabulary's budget of 60.
+      const std::string out = Generate(spec, seed, format == "deepseek_v32" ? 240 : 60, &finish);
+      const std::string& begin = format == "deepseek_v3"    ? v3
+                                 : format == "deepseek_v31" ? v31
+                                                            : v32;
+      const std::string& end = format == "deepseek_v32" ? v32_end : v3_end;
+      EXPECT_EQ(out.rfind(begin, 0), 0u) << out;
+      ASSERT_GE(out.size(), end.size());
+      EXPECT_EQ(out.substr(out.size() - end.size()), end) << out;
+      EXPECT_EQ(finish, FinishReason::kStop) << out;
+    }
   }
 }
 

@@ -168,11 +168,6 @@ std::variant<Constraint, ApiError> MakeConstraint(const ServeContext& ctx,
                           "tool_choice: the server does not know how this model writes "
                           "tool calls (start it with --tool-call-format)",
                       .param = "tool_choice"};
-    if (ctx.tool_format == ToolCallFormat::kDeepSeekV32)
-      return ApiError{.message =
-                          "tool_choice \"required\" or a named function is not supported for "
-                          "DeepSeek-V3.2's DSML tool calls yet (use \"auto\")",
-                      .param = "tool_choice"};
     Json tools = Json::array();
     for (size_t i = 0; i < p.tools.size(); ++i) {
       const Json& f = p.tools[i]["function"];
@@ -187,8 +182,9 @@ std::variant<Constraint, ApiError> MakeConstraint(const ServeContext& ctx,
       tools.push_back({{"name", name}, {"parameters", params}});
     }
     spec = {{"type", "tool_calls"},
-            {"format",
-             ctx.tool_format == ToolCallFormat::kDeepSeekV31 ? "deepseek_v31" : "deepseek_v3"},
+            {"format", ctx.tool_format == ToolCallFormat::kDeepSeekV32   ? "deepseek_v32"
+                       : ctx.tool_format == ToolCallFormat::kDeepSeekV31 ? "deepseek_v31"
+                                                                         : "deepseek_v3"},
             {"tools", tools},
             {"parallel", p.parallel_tool_calls && p.tool_choice == ToolChoice::kRequired}};
   } else {

@@ -3,7 +3,7 @@
 # the tiny model with its chat template removed (V3.2 ships none), --tool-call-format
 # deepseek_v32 (so the prompt is the built-in V3.2 rendering) and a scripted output in V3.2's
 # format (as encoding_dsv32.py writes an assistant turn with tool calls); whole and streamed,
-# a conversation with a tool result, and tool_choice "required" refused.
+# a conversation with a tool result, and tool_choice "required" / a named function forced.
 set -euo pipefail
 EPSERVE=$1 WORK=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -32,7 +32,8 @@ grep -q 'tool calls: deepseek_v32' "$WORK/server.log" || { cat "$WORK/server.log
 import json, sys, urllib.request, urllib.error
 base = sys.argv[1]
 tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
-          "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}},
+          "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+          "required": ["city"]}}},
          {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}]
 
 def post(body):
@@ -84,8 +85,38 @@ for kwargs in ({}, {"thinking": True}):
     assert status == 200, (status, text)
 status, text = post({"model": "tiny", "messages": [{"role": "tool", "content": "x"}]})
 assert status == 400 and "tool result" in text, (status, text)
-status, text = post({"model": "tiny", "messages": conv[:2], "tools": tools, "tool_choice": "required"})
-assert status == 400 and "DSML" in text, (status, text)
+# Forced calls: the grammar writes DSML (grammar/tool_calls.h), the parser reads it back.
+for choice, names in (("required", {"get_weather", "get_time"}),
+                      ({"type": "function", "function": {"name": "get_time"}}, {"get_time"}),
+                      ({"type": "function", "function": {"name": "get_weather"}}, {"get_weather"})):
+    for seed in (1, 2, 3):
+        status, text = post({"model": "tiny", "messages": conv[:2], "tools": tools, "seed": seed,
+                             "temperature": 1.0, "max_tokens": 300, "tool_choice": choice})
+        assert status == 200, (status, text)
+        c = json.loads(text)["choices"][0]
+        assert c["finish_reason"] == "tool_calls", c
+        calls = c["message"]["tool_calls"]
+        assert calls, c
+        for call in calls:
+            assert call["function"]["name"] in names, calls
+            args = json.loads(call["function"]["arguments"])
+            assert isinstance(args, dict) and set(args) <= {"city", "days"}, args
+            assert isinstance(args.get("city", ""), str), args
+            assert isinstance(args.get("days", 0), int), args
+            if call["function"]["name"] == "get_time":
+                assert args == {}, args
+            else:
+                assert "city" in args, args  # required
+# A schema DSML cannot write parameter by parameter is a 400 naming the tool.
+odd = [{"type": "function", "function": {"name": "odd", "parameters": {"anyOf": [
+    {"type": "object"}, {"type": "array"}]}}}]
+status, text = post({"model": "tiny", "messages": conv[:2], "tools": odd, "tool_choice": "required"})
+assert status == 400 and '\\"odd\\"' in text, (status, text)
+# parallel_tool_calls false: exactly one call.
+status, text = post({"model": "tiny", "messages": conv[:2], "tools": tools, "seed": 4,
+                     "max_tokens": 300, "tool_choice": "required", "parallel_tool_calls": False})
+assert status == 200, (status, text)
+assert len(json.loads(text)["choices"][0]["message"]["tool_calls"]) == 1, text
 print("dsml: ok")
 PY
 stop_server
