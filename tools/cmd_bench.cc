@@ -33,6 +33,7 @@ struct DecodeFlags {
   // Flags given on the command line, to refuse those of the other device by name.
   std::vector<CLI::Option*> cpu_only, gpu_only;
   CLI::Option *batches_opt = nullptr, *steps_opt = nullptr, *dtype_opt = nullptr, *bw_opt = nullptr;
+  CLI::Option *context_opt = nullptr, *prompt_len_opt = nullptr;
 };
 
 // --device cuda: the CPU flags are refused by name, the shared ones carried over.
@@ -62,10 +63,18 @@ Status RunDecode(const DecodeFlags& f) {
   const LoadedModel* loaded = bm.loaded.get();
   // Checked before the bandwidth probe, which takes seconds.
   const int context = loaded->config.max_position_embeddings;
-  if (f.prompt_len + f.steps + 1 > context)
-    return Status::InvalidArgument("--prompt-len " + std::to_string(f.prompt_len) + " + --steps " +
-                                   std::to_string(f.steps) + " exceed the model's context (" +
-                                   std::to_string(context) + " positions, one kept free)");
+  const bool cached = f.context_opt->count() > 0;
+  if (cached && f.prompt_len_opt->count() > 0)
+    return Status::InvalidArgument(
+        "--context and --prompt-len exclude each other (--context: that many cached positions "
+        "written at random, no prompt)");
+  const int64_t start = cached ? f.gpu.context + 1 : f.prompt_len;
+  if (start + f.steps + 1 > context)
+    return Status::InvalidArgument(std::string(cached ? "--context " : "--prompt-len ") +
+                                   std::to_string(cached ? f.gpu.context : f.prompt_len) +
+                                   " + --steps " + std::to_string(f.steps) +
+                                   " exceed the model's context (" + std::to_string(context) +
+                                   " positions, one kept free)");
   ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
   // Bandwidth before and after the run; the better of each (the machine's capability, so the
   // fractions below are if anything understated).
@@ -74,6 +83,7 @@ Status RunDecode(const DecodeFlags& f) {
   ASSIGN_OR_RETURN(auto rows, RunDecodeBench(*loaded, pool,
                                              {.batches = f.batches,
                                               .prompt_len = f.prompt_len,
+                                              .context = cached ? f.gpu.context : 0,
                                               .decode_steps = f.steps,
                                               .compute = ComputeFromFlag(f.compute),
                                               .same_tokens = f.same_tokens}));
@@ -89,6 +99,7 @@ Status RunDecode(const DecodeFlags& f) {
     j["compute"] = f.compute;
     j["requant"] = f.model.requant;
     j["same_tokens"] = f.same_tokens;
+    j["context"] = cached ? f.gpu.context : 0;
     j["fast_kernel_available"] = kernels::FastMatMulAvailable();
     j["fast_kernel"] = kernels::FastKernelName(kernels::FastMatMulKernel());
     j["read_bandwidth_gbps"] = bw.read_gbps;
@@ -131,6 +142,9 @@ Status RunDecode(const DecodeFlags& f) {
   if (f.same_tokens) std::printf("workload: every sequence token 0 (llama-batched-bench's)\n");
   std::printf("model: %s, threads: %d, compute: %s, requant: %s\n", dir.c_str(), pool.num_threads(),
               ComputeNote(f.compute).c_str(), RequantNote(f.model.requant).c_str());
+  if (cached)
+    std::printf("context: %lld cached positions per sequence, written at random (no prefill)\n",
+                static_cast<long long>(f.gpu.context));
   std::printf("measured bandwidth: streaming read %.2f GB/s, STREAM triad %.2f GB/s\n",
               bw.read_gbps, bw.triad_gbps);
   std::printf("(mean over %d steps; 'median' = the median step by time, its own bytes / time)\n",
@@ -222,11 +236,19 @@ void RegisterBenchCommand(CLI::App& app, CommandContext& ctx) {
                        ->delimiter(',')
                        ->check(IntRange(1, 4096))
                        ->capture_default_str();
-  f->cpu_only.push_back(
+  f->prompt_len_opt =
       decode
           ->add_option("--prompt-len", f->prompt_len, "prompt tokens per sequence before decoding")
           ->check(AtLeast(1))
-          ->capture_default_str());
+          ->capture_default_str();
+  f->cpu_only.push_back(f->prompt_len_opt);
+  f->context_opt =
+      decode
+          ->add_option("--context", f->gpu.context,
+                       "cached positions per sequence before the first step, written at random "
+                       "(no prefill; CPU: instead of --prompt-len, for long contexts)")
+          ->check(AtLeast(1))
+          ->capture_default_str();
   f->steps_opt =
       decode->add_option("--steps", f->steps, "decode steps timed per batch size (GPU default 20)")
           ->check(AtLeast(1))
@@ -239,11 +261,6 @@ void RegisterBenchCommand(CLI::App& app, CommandContext& ctx) {
           ->capture_default_str(),
       decode->add_option("--layers", f->gpu.layers, "GPU: the preset's first N layers (0: all)")
           ->check(IntRange(0, 1000)),
-      decode
-          ->add_option("--context", f->gpu.context,
-                       "GPU: cached positions per sequence before the first step")
-          ->check(AtLeast(1))
-          ->capture_default_str(),
       decode->add_option("--warmup", f->gpu.warmup, "GPU: untimed steps before the timed ones")
           ->check(IntRange(0, 1000))
           ->capture_default_str(),

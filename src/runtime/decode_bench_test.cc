@@ -59,6 +59,49 @@ TEST(DecodeBenchTest, SameTokensRouteTheBatchAlike) {
   EXPECT_GT((*distinct)[0].experts_touched_per_layer, c.num_experts_per_tok);
 }
 
+// --context (long contexts without a prefill): tiny-v32 with index_topk 16 at 40 cached
+// positions. The indexer scores every position; MLA reads only the 16 chosen rows; its weights
+// count as dense work.
+TEST(DecodeBenchTest, CachedContextCountsTheIndexerAndTheChosenRows) {
+  const std::string dir = testing::MakeTiny("decode_bench_ctx", "tiny-v32", WeightDType::kFP8);
+  auto loaded = LoadModel(dir, {});
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const ModelConfig& c = (*loaded)->config;
+  ASSERT_EQ(c.sparse.index_topk, 16);
+  ThreadPool pool(2);
+  const int context = 40, steps = 2, batch = 2;
+  auto rows = RunDecodeBench(**loaded, pool,
+                             {.batches = {batch}, .context = context, .decode_steps = steps});
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  const DecodeBenchRow& r = (*rows)[0];
+  const double layers = c.num_hidden_layers;
+  // Step s (after the untimed one at position `context`) attends from position context + s + 1.
+  double index_positions = 0;
+  for (int s = 0; s < steps; ++s) index_positions += batch * (context + s + 2);
+  const double per_position = (2.0 * c.kv_lora_rank + c.qk_rope_head_dim) * c.num_attention_heads;
+  EXPECT_DOUBLE_EQ(r.attention_flops_per_step,
+                   2.0 * layers *
+                       (batch * steps * 16 * per_position +
+                        index_positions * c.sparse.index_n_heads * c.sparse.index_head_dim) /
+                       steps);
+  EXPECT_DOUBLE_EQ(r.kv_bytes_per_step,
+                   layers * (batch * steps * 16.0 * c.kv_a_dim() * 4 + index_positions * 132) /
+                       steps);
+  // The indexer's projections are in the dense bytes: more than the same model without them.
+  const ModelWeights& w = *(*loaded)->weights;
+  double indexer = 0;
+  for (const auto& l : w.layers)
+    indexer += l.attn.indexer.wq_b.Bytes() + l.attn.indexer.wk.Bytes() +
+               l.attn.indexer.weights_proj.Bytes();
+  EXPECT_GT(indexer, 0);
+  EXPECT_GT(r.dense_bytes_per_step, indexer);
+  // A context past the model's positions is refused by flag name.
+  auto too_long = RunDecodeBench(**loaded, pool,
+                                 {.batches = {1}, .context = c.max_position_embeddings});
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.status().message().find("--context"), std::string::npos);
+}
+
 TEST(DecodeBenchTest, FloorTakesTheSlowerRoofPerKindOfWork) {
   DecodeBenchRow r;
   r.dense_bytes_per_step = 1e9;       // 10 ms at 100 GB/s

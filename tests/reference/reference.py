@@ -267,7 +267,13 @@ class Model:
     REQUANT_SUFFIXES = (".q_a_proj", ".q_b_proj", ".q_proj", ".kv_a_proj_with_mqa", ".o_proj",
                         ".gate_proj", ".up_proj", ".down_proj", ".eh_proj", ".shared_head.head")
 
-    def __init__(self, model_dir, fast=False, requant="none", dense_attention=False):
+    # cache_bytes: the most bytes of float64 weights kept (None: all). Past it a weight is
+    # decoded again at each use, and the embeddings and LM head are read by rows (a real-shape
+    # model's float64 weights are ~8x its FP8 checkpoint: more than a workstation holds).
+    cache_bytes = None
+
+    def __init__(self, model_dir, fast=False, requant="none", dense_attention=False,
+                 cache_bytes=None):
         # fast: the engine's --compute fast numerics (docs/kernels.md, "Compute modes"): every
         # projection but the MoE router rounds its input and its weight (FP8 times scale, as
         # float32) to bfloat16 before an exact product.
@@ -286,15 +292,42 @@ class Model:
             self.cfg = json.load(f)
         self.ckpt = Checkpoint(model_dir)
         self._w = {}
+        self._cached = 0
+        self.cache_bytes = cache_bytes
+        if cache_bytes is not None and requant != "none":
+            raise ValueError("a weight cache bound reads the LM head by rows: not with --requant")
         self.inv_freq, self.cs_mul, self.softmax_scale = rope_params(self.cfg)
         act = self.cfg.get("hidden_act", "silu")
         if act != "silu":
             raise ValueError(f"unsupported hidden_act {act!r}")
 
     def w(self, name):
-        if name not in self._w:
-            self._w[name] = torch.from_numpy(self.ckpt.get_f64(name))
-        return self._w[name]
+        if name in self._w:
+            return self._w[name]
+        t = torch.from_numpy(self.ckpt.get_f64(name))
+        # Kept while the bound allows: the first weights read stay (a forward pass reads them
+        # in the same order each time, which an evicting cache would turn into no hits at all).
+        if self.cache_bytes is None or self._cached + t.numel() * 8 <= self.cache_bytes:
+            self._w[name] = t
+            self._cached += t.numel() * 8
+        return t
+
+    def embed(self, name, ids):
+        """Rows `ids` of an embedding table (float64 [len(ids), hidden])."""
+        if self.cache_bytes is None:
+            return self.w(name)[torch.tensor(ids, dtype=torch.long)]
+        return torch.cat([torch.from_numpy(self.ckpt.rows_f64(name, i, i + 1)) for i in ids])
+
+    def head(self, x, name):
+        """x @ W.T for an LM head `name` (no ".weight"), by blocks of rows past the cache bound."""
+        if self.cache_bytes is None:
+            return self.linear(x, name)
+        full = name + ".weight"
+        n = self.cfg["vocab_size"]
+        step = 8192
+        return torch.cat([self.product(x, torch.from_numpy(self.ckpt.rows_f64(full, r,
+                                                                              min(n, r + step))))
+                          for r in range(0, n, step)], dim=-1)
 
     def requantized(self, name):
         """Whether --requant int8 multiplies the projection `name` (no ".weight") as int8."""
@@ -512,14 +545,16 @@ class Model:
 
     def hidden(self, ids):
         """ids: list of token ids (positions 0..T-1) -> final-normed hidden states [T, hidden]."""
-        x = self.w("model.embed_tokens.weight")[torch.tensor(ids, dtype=torch.long)]
+        x = self.embed("model.embed_tokens.weight", ids)
         for l in range(self.cfg["num_hidden_layers"]):
             x = self.layer(l, x)
         return self.rms(x, "model.norm")
 
-    def forward(self, ids):
-        """ids: list of token ids (positions 0..T-1) -> float64 logits [T, vocab]."""
-        return self.linear(self.hidden(ids), "lm_head")
+    def forward(self, ids, last_only=False):
+        """ids: list of token ids (positions 0..T-1) -> float64 logits [T, vocab] (last_only:
+        [1, vocab], the last position's)."""
+        h = self.hidden(ids)
+        return self.head(h[-1:] if last_only else h, "lm_head")
 
     def mtp_logits(self, ids):
         """DeepSeek-V3's MTP module 0 (the layer after the last, HF names) over a sequence:
@@ -529,11 +564,11 @@ class Model:
         ids[i + 2])."""
         p = f"model.layers.{self.cfg['num_hidden_layers']}"
         h = self.hidden(ids[:-1])
-        e = self.w(p + ".embed_tokens.weight")[torch.tensor(ids[1:], dtype=torch.long)]
+        e = self.embed(p + ".embed_tokens.weight", ids[1:])
         x = self.linear(torch.cat((self.rms(e, p + ".enorm"), self.rms(h, p + ".hnorm")), -1),
                         p + ".eh_proj")
         x = self.layer(self.cfg["num_hidden_layers"], x)
-        return self.linear(self.rms(x, p + ".shared_head.norm"), p + ".shared_head.head")
+        return self.head(self.rms(x, p + ".shared_head.norm"), p + ".shared_head.head")
 
 
 def generate(model, prompt, max_tokens, engine_tokens=None):
@@ -542,7 +577,7 @@ def generate(model, prompt, max_tokens, engine_tokens=None):
     reference leaves them, the later positions hold other tokens and are no longer followed."""
     seq, steps, out = list(prompt), [], []
     for i in range(max_tokens):
-        logits = model.forward(seq)[-1]
+        logits = model.forward(seq, last_only=True)[-1]
         tok = int(torch.argmax(logits))
         if (engine_tokens is not None and model.follow is not None and
                 (i >= len(engine_tokens) or tok != engine_tokens[i])):
@@ -576,6 +611,10 @@ def main(argv=None):
                          "only up to there")
     ap.add_argument("--route-tie-tol", type=float, default=2e-2,
                     help="largest gap/max|choice| of an overridden gate decision")
+    ap.add_argument("--cache-gb", type=float, default=None,
+                    help="keep at most this many GB of float64 weights (default: all); past it "
+                         "weights are decoded at each use, embeddings and LM head read by rows "
+                         "(for real-shape checkpoints)")
     ap.add_argument("--dense-attention", action="store_true",
                     help="ignore a DSA indexer (index_topk): dense MLA over all earlier positions")
     args = ap.parse_args(argv)
@@ -583,7 +622,8 @@ def main(argv=None):
         ap.error("--max-tokens must be >= 1")
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     model = Model(args.model, fast=args.compute == "fast", requant=args.requant,
-                  dense_attention=args.dense_attention)
+                  dense_attention=args.dense_attention,
+                  cache_bytes=None if args.cache_gb is None else int(args.cache_gb * 1e9))
     vocab = model.cfg["vocab_size"]
     prompts = [[int(t) for t in p.split(",") if t.strip()] for p in args.prompt_ids]
     for p in prompts:

@@ -137,6 +137,19 @@ class SafetensorsFile:
         buf = self._mm[self._start + begin:self._start + end]
         return np.frombuffer(buf.tobytes(), dtype=np_dtype.newbyteorder("<")).reshape(shape)
 
+    def raw_rows(self, name, start, stop):
+        """Rows [start, stop) of the stored array, reading only those bytes."""
+        info = self.header[name]
+        np_dtype = np.dtype(_STORAGE[info["dtype"]])
+        shape = tuple(info["shape"])
+        if not 0 <= start <= stop <= shape[0]:
+            raise ValueError(f"{self.path}: rows [{start}, {stop}) of {name} {shape}")
+        row = np_dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64))
+        begin = self._start + info["data_offsets"][0]
+        buf = self._mm[begin + start * row:begin + stop * row]
+        return np.frombuffer(buf.tobytes(), dtype=np_dtype.newbyteorder("<")).reshape(
+            (stop - start,) + shape[1:])
+
     def get(self, name):
         """Decoded values: float32 for float dtypes (F64 stays F64), ints as stored."""
         arr, dt = self.raw(name), self.dtype(name)
@@ -195,6 +208,19 @@ class Checkpoint:
                 raise KeyError(f"FP8 tensor {name} has no {scale_name}")
             return block_dequant(values, self.get(scale_name), self.block)
         return values.astype(np.float64)
+
+
+    def rows_f64(self, name, start, stop):
+        """Rows [start, stop) of a BF16/F32 tensor as float64, reading only those rows (the
+        embeddings and LM head of a real-shape model without their whole float64 copies)."""
+        f = self._file(self.weight_map[name])
+        dt = f.dtype(name)
+        arr = f.raw_rows(name, start, stop)
+        if dt == "BF16":
+            return bf16_bits_to_f32(arr).astype(np.float64)
+        if dt in ("F32", "F64"):
+            return arr.astype(np.float64)
+        raise ValueError(f"{name}: rows_f64 reads BF16/F32 tensors, not {dt}")
 
 
 def write_safetensors(path, tensors, metadata=None):

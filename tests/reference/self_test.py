@@ -362,7 +362,7 @@ class Int8Test(unittest.TestCase):
         class Fixed:  # every step's argmax is 5
             follow = {p: [frozenset({p})] for p in range(8)}
 
-            def forward(self, seq):
+            def forward(self, seq, last_only=False):
                 return torch.nn.functional.one_hot(torch.tensor([5] * len(seq)), 9).to(ref.DT)
         m = Fixed()
         _, toks = ref.generate(m, [1, 2], 4, engine_tokens=[5, 5, 5, 5])
@@ -507,6 +507,18 @@ class ModelTest(unittest.TestCase):
             ids = [1, 2, 3, 4]
             self.assertTrue(torch.equal(ref.Model(sharded).forward(ids),
                                         ref.Model(self.dirs["v3", "fp8"]).forward(ids)))
+
+    def test_bounded_weight_cache_computes_the_same(self):
+        # --cache-gb (real-shape checkpoints): weights decoded at each use, embeddings and LM
+        # head read by rows; the same float64 values, so the same logits, whole or last row.
+        ids = [3, 17, 200, 5, 5, 99]
+        for key in (("v3", "fp8"), ("v2lite", "bf16")):
+            whole = ref.Model(self.dirs[key]).forward(ids)
+            frugal = ref.Model(self.dirs[key], cache_bytes=0)
+            self.assertTrue(torch.equal(frugal.forward(ids), whole), key)
+            np.testing.assert_allclose(frugal.forward(ids, last_only=True)[0].numpy(),
+                                       whole[-1].numpy(), rtol=1e-12, atol=1e-12)
+            self.assertEqual(frugal._w, {})
 
 
 # ---------------------------------------------------------------------------------------------
