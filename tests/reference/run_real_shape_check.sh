@@ -6,9 +6,11 @@
 #   - as released (index_topk 2048): prompts of 1 and 7 tokens, where DSA equals dense MLA;
 #   - the same weights with index_topk 16 in config.json (hard links, nothing else changed):
 #     a prompt of 24 tokens, so the indexer chooses at every query past 16 positions.
-# Tokens identical and logits within 1e-3 (compare.py), the bound of the tiny presets.
-# Not in CTest: it writes a 17 GB (FP8) or 30 GB (BF16) checkpoint, and the reference needs
-# ~20 GB of memory and about 10 minutes per case on 2 cores (--cache-gb bounds its weights).
+# Tokens identical and logits within 1e-3 (compare.py), the bound of the tiny presets; then
+# mpirun -np 4 --tp 2 bit-exact to one process.
+# In CTest as reference.v32-layers4.{fp8,bf16}, skipped unless EPSERVE_REAL_SHAPES=DIR: it writes
+# a 17 GB (FP8) or 30 GB (BF16) checkpoint there (kept for the next run), and the reference
+# needs ~20 GB of memory and minutes per case on 2 cores (--cache-gb bounds its weights).
 # Usage: run_real_shape_check.sh EPSERVE DTYPE WORKDIR [CACHE_GB]
 set -euo pipefail
 EPSERVE=$1 DTYPE=$2 WORK=$3 CACHE_GB=${4:-6}
@@ -47,4 +49,17 @@ check() {  # model dir, tag, prompts...
 }
 check "$MODEL" "$DTYPE-topk2048" 17 1,2,3,4,5,6,7
 check "$SMALL" "$DTYPE-topk16" "$(seq -s, 300 323)"
+# Expert parallelism at these shapes: mpirun -np 4 --tp 2 (two DP groups of two TP ranks, 64
+# experts a rank) bit-exact to one process with the dispatch format's rounding (the EP contract,
+# tests/ep/run_ep_test.sh), the topk16 model so the indexer chooses.
+source "$HERE/../ep/mpi_env.sh"
+EP_PROMPTS=(--prompt-ids "$(seq -s, 300 323)" --prompt-ids 1,2,3,4,5,6,7)
+"$EPSERVE" generate --model "$SMALL" "${EP_PROMPTS[@]}" --max-tokens 3 --ignore-eos --weights mapped \
+  --expert-input fp8 --logits-out "$WORK/$DTYPE.single.npy" --tokens-out "$WORK/$DTYPE.single.json" >/dev/null
+"${MPIRUN[@]}" -np 4 "$EPSERVE" generate --model "$SMALL" "${EP_PROMPTS[@]}" --max-tokens 3 --ignore-eos \
+  --weights mapped --tp 2 --ranks-per-node 2 --timeout 1200 --logits-out "$WORK/$DTYPE.ep.npy" \
+  --tokens-out "$WORK/$DTYPE.ep.json" >"$WORK/$DTYPE.ep.out"
+/usr/bin/python3 "$HERE/compare.py" --engine-logits "$WORK/$DTYPE.ep.npy" --ref-logits "$WORK/$DTYPE.single.npy" \
+  --engine-tokens "$WORK/$DTYPE.ep.json" --ref-tokens "$WORK/$DTYPE.single.json" --tol 0
+cmp "$WORK/$DTYPE.ep.npy" "$WORK/$DTYPE.single.npy" || { echo "FAIL: EP logits differ in their bits"; exit 1; }
 echo "real-shape check ($DTYPE): ok"
