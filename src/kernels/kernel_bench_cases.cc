@@ -39,6 +39,8 @@ const char* BenchDTypeName(DType dtype) {
       return "fp8";
     case DType::kI8Packed:
       return "int8";
+    case DType::kF4E2M1:
+      return "fp4";
   }
   return "?";
 }

@@ -213,6 +213,7 @@ void MatMulTColumns(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) {
     case DType::kF8E4M3:
       return MatMulTColumnsDispatch<DType::kF8E4M3>(a, k_begin, k_end);
     case DType::kI8Packed:
+    case DType::kF4E2M1:
       break;
   }
   CHECK(false) << "MatMulT of " << DTypeName(a.w.dtype) << " weights";
@@ -231,7 +232,7 @@ namespace {
 // Rows per work unit: a multiple of 16 holding at least 32 KB of weights, so small matrices run
 // on fewer threads than a wake-up would cost.
 size_t RowGrain(const WeightView& w) {
-  const int64_t row_bytes = std::max<int64_t>(1, w.cols * static_cast<int64_t>(DTypeSize(w.dtype)));
+  const int64_t row_bytes = std::max<int64_t>(1, w.dtype == DType::kI8Packed ? w.cols : w.RowBytes());
   const int64_t rows = (int64_t{32} << 10) / row_bytes;
   return static_cast<size_t>(std::max<int64_t>(16, (rows + 15) / 16 * 16));
 }
@@ -239,7 +240,7 @@ size_t RowGrain(const WeightView& w) {
 // Columns per work unit of MatMulT: all of them for weights under 64 KB, else 512 (a multiple
 // of the FP8 block, and one contiguous 512-column strip per row for the direct kernel).
 size_t ColumnGrain(const WeightView& w) {
-  const int64_t bytes = w.rows * w.cols * static_cast<int64_t>(DTypeSize(w.dtype));
+  const int64_t bytes = w.dtype == DType::kI8Packed ? w.rows * w.cols : w.rows * w.RowBytes();
   return bytes < (int64_t{64} << 10) ? static_cast<size_t>(w.cols) : 512;
 }
 

@@ -480,7 +480,10 @@ void DotMatMulRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
       return DotRowsT<DType::kF8E4M3>(a, n_begin, n_end);
     case DType::kI8Packed:
       return I8GemmRows(a, n_begin, n_end);
+    case DType::kF4E2M1:
+      break;
   }
+  CHECK(false) << "the dot kernel has no FP4 path (GemmRows decodes FP4 weights)";
 }
 
 #else  // !EPSERVE_DOT_CODE

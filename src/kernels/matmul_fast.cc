@@ -215,7 +215,8 @@ void ConvertPanel(const WeightView& w, int64_t n0, int64_t n_end, int64_t k0, ui
     case DType::kF8E4M3:
       return ConvertPanelFp8(w, n0, n_end, k0, panel, scratch);
     case DType::kI8Packed:
-      break;  // never reached: GemmRows runs int8 weights on the int8 kernel
+    case DType::kF4E2M1:
+      break;  // never reached: GemmRows runs int8 and FP4 weights on their own kernels
   }
 }
 

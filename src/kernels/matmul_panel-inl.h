@@ -28,6 +28,7 @@
 #include <cstring>
 
 #include "hwy/highway.h"
+#include "kernels/fp4.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_decode-inl.h"
 #include "kernels/matmul_fast.h"
@@ -272,6 +273,32 @@ HWY_NOINLINE void PanelRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end)
   }
 }
 
+// kF4E2M1 (DeepSeek-V4's routed experts): each tile of weight rows is decoded to its exact float
+// values on the stack (fp4.h) and multiplied as an F32 weight: for every output the arithmetic
+// of an F32 weight holding those values, so a row's result depends neither on M nor on the
+// split, in any compute mode (kFast too: FP4 has no fast path yet). Decoding costs a pass over
+// the tile per call; a fused FP4 kernel is the V4 speed work's.
+constexpr int64_t kFp4TileFloats = 16384;  // 64 KB of stack
+
+template <DType kDType>
+HWY_INLINE void GemmRowsT(const MatMulArgs& a, int64_t n_begin, int64_t n_end);
+
+HWY_INLINE void Fp4GemmRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
+  const int64_t K = a.w.cols;
+  HWY_ASSERT(K <= kFp4TileFloats && K % kFp4BlockSize == 0);
+  const int64_t tile = kFp4TileFloats / K;
+  HWY_ALIGN_MAX float w[kFp4TileFloats];
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += tile) {
+    const int64_t rows = std::min(tile, n_end - n0);
+    for (int64_t r = 0; r < rows; ++r) DecodeFp4Row(a.w, n0 + r, w + r * K);
+    MatMulArgs c = a;
+    c.w = WeightView{.dtype = DType::kF32, .rows = rows, .cols = K, .data = w};
+    c.y = a.y + n0;
+    c.compute = Compute::kExact;
+    GemmRowsT<DType::kF32>(c, 0, rows);
+  }
+}
+
 // Rows [n_begin, n_end) of y = x W^T: the streaming kernel for few rows, else the panel kernel
 // (the same arithmetic per output).
 template <DType kDType>
@@ -284,6 +311,7 @@ HWY_INLINE void GemmRowsT(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
 }
 
 HWY_INLINE void GemmRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
+  if (a.w.dtype == DType::kF4E2M1) return Fp4GemmRows(a, n_begin, n_end);
   if (a.compute == Compute::kFast && FastMatMulAvailable())
     return FastMatMulRows(a, n_begin, n_end);
   switch (a.w.dtype) {
@@ -295,6 +323,8 @@ HWY_INLINE void GemmRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
       return GemmRowsT<DType::kF8E4M3>(a, n_begin, n_end);
     case DType::kI8Packed:
       return I8GemmRows(a, n_begin, n_end);
+    case DType::kF4E2M1:
+      return;  // handled above
   }
 }
 

@@ -1,5 +1,6 @@
 // Scalar reference twins of the matmul kernels (double accumulation), and DequantizeRow.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -36,6 +37,20 @@ void DequantizeRow(const WeightView& w, int64_t row, int64_t k_begin, int64_t co
     }
     case DType::kI8Packed: {
       for (int64_t i = 0; i < count; ++i) out[i] = I8PackedValue(w, row, k_begin + i);
+      return;
+    }
+    case DType::kF4E2M1: {  // from the bit fields (fp4.h's decoder uses a table)
+      const uint8_t* src = static_cast<const uint8_t*>(w.data) + row * (w.cols / 2);
+      const uint8_t* scales = w.scale_ue8m0 + row * (w.cols / kFp4BlockSize);
+      for (int64_t i = 0; i < count; ++i) {
+        const int64_t k = k_begin + i;
+        const int n = (src[k / 2] >> (4 * (k % 2))) & 15;
+        const int exp = (n >> 1) & 3, mant = n & 1;
+        const double mag = exp == 0 ? 0.5 * mant : (1.0 + 0.5 * mant) * std::ldexp(1.0, exp - 1);
+        const int b = scales[k / kFp4BlockSize];
+        const double scale = b == 255 ? std::nan("") : std::ldexp(1.0, b - 127);
+        out[i] = static_cast<float>((n & 8 ? -mag : mag) * scale);
+      }
       return;
     }
   }

@@ -86,8 +86,7 @@ struct WeightRow {
 
 HWY_INLINE WeightRow RowOf(const WeightView& w, int64_t row) {
   WeightRow r;
-  r.data =
-      static_cast<const uint8_t*>(w.data) + row * w.cols * static_cast<int64_t>(DTypeSize(w.dtype));
+  r.data = static_cast<const uint8_t*>(w.data) + row * w.RowBytes();
   if (w.dtype == DType::kF8E4M3)
     r.scales = w.scale + ((row + w.scale_row_offset) / kFp8BlockSize) * w.ScaleCols();
   return r;

@@ -42,7 +42,8 @@ void Transpose(const WeightView& uk, DType dtype, uint8_t* out) {
           }
           break;
         case DType::kI8Packed:
-          CHECK(false) << "kv_b_proj is never requantized to int8";
+        case DType::kF4E2M1:
+          CHECK(false) << "kv_b_proj is never int8 or FP4";
       }
     }
 }

@@ -28,6 +28,7 @@ float At(const WeightView& v, int64_t r, int64_t c) {
       return Fp8E4M3ToF32(p[r * v.cols + c]) *
              v.scale[(r + v.scale_row_offset) / kFp8BlockSize * v.ScaleCols() + c / kFp8BlockSize];
     case DType::kI8Packed:
+    case DType::kF4E2M1:
       break;  // kv_b is never int8
   }
   return 0;

@@ -7,30 +7,54 @@ namespace epserve {
 
 size_t DTypeSize(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return 4;
-    case DType::kBF16: return 2;
-    case DType::kF8E4M3: return 1;
-    case DType::kI8Packed: return 1;
+    case DType::kF32:
+      return 4;
+    case DType::kBF16:
+      return 2;
+    case DType::kF8E4M3:
+      return 1;
+    case DType::kI8Packed:
+      return 1;
+    case DType::kF4E2M1:
+      break;
   }
-  return 0;
+  __builtin_trap();  // kF4E2M1 has no whole-byte element size (WeightView::RowBytes)
 }
 
 const char* DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "F32";
-    case DType::kBF16: return "BF16";
-    case DType::kF8E4M3: return "F8_E4M3";
-    case DType::kI8Packed: return "I8_PACKED";
+    case DType::kF32:
+      return "F32";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kF8E4M3:
+      return "F8_E4M3";
+    case DType::kI8Packed:
+      return "I8_PACKED";
+    case DType::kF4E2M1:
+      return "F4_E2M1";
   }
   return "?";
 }
 
 bool ParseDType(std::string_view name, DType* out) {
-  if (name == "F32") *out = DType::kF32;
-  else if (name == "BF16") *out = DType::kBF16;
-  else if (name == "F8_E4M3") *out = DType::kF8E4M3;
-  else return false;
+  if (name == "F32")
+    *out = DType::kF32;
+  else if (name == "BF16")
+    *out = DType::kBF16;
+  else if (name == "F8_E4M3")
+    *out = DType::kF8E4M3;
+  else
+    return false;
   return true;
+}
+
+const float kFp4E2M1ToF32[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                 -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+float Ue8m0ToF32(uint8_t b) {
+  if (b == 255) return __builtin_nanf("");
+  return std::ldexp(1.0f, static_cast<int>(b) - 127);
 }
 
 namespace {
@@ -61,7 +85,8 @@ constexpr std::array<float, 256> kTable = MakeTable();
 const float kFp8E4M3ToF32[256] = {
 #define E(i) kTable[i]
 #define E8(i) E(i), E(i + 1), E(i + 2), E(i + 3), E(i + 4), E(i + 5), E(i + 6), E(i + 7)
-#define E64(i) E8(i), E8(i + 8), E8(i + 16), E8(i + 24), E8(i + 32), E8(i + 40), E8(i + 48), E8(i + 56)
+#define E64(i) \
+  E8(i), E8(i + 8), E8(i + 16), E8(i + 24), E8(i + 32), E8(i + 40), E8(i + 48), E8(i + 56)
     E64(0), E64(64), E64(128), E64(192)
 #undef E64
 #undef E8

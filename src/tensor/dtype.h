@@ -13,11 +13,17 @@ namespace epserve {
 
 // kI8Packed is not a checkpoint type: weights requantized to int8 at load (LoadOptions::
 // requant, docs/kernels.md "Int8 weights"), in the kernel's interleaved layout (weight_view.h).
-enum class DType { kF32, kBF16, kF8E4M3, kI8Packed };
+// kF4E2M1: FP4 e2m1 values two per byte (element 2j in the low nibble of byte j, 2j + 1 in the
+// high one) with one UE8M0 scale byte per 32 elements of a row: DeepSeek-V4's routed experts,
+// which its checkpoints store as I8 [rows, cols / 2] plus F8_E8M0 [rows, cols / 32]
+// (docs/v4-model.md §2; weight_view.h).
+enum class DType { kF32, kBF16, kF8E4M3, kI8Packed, kF4E2M1 };
 
 // Bytes per element (1 for kI8Packed, whose rows and scales are padded: WeightView::DataBytes).
+// REQUIRES: not kF4E2M1, whose element is half a byte (WeightView::RowBytes, DataBytes).
 size_t DTypeSize(DType dtype);
-// safetensors spelling: "F32", "BF16", "F8_E4M3" ("I8_PACKED", which no file holds).
+// safetensors spelling: "F32", "BF16", "F8_E4M3" ("I8_PACKED" and "F4_E2M1", which no file
+// holds under that name).
 const char* DTypeName(DType dtype);
 // Parses the safetensors spelling; false if unknown.
 bool ParseDType(std::string_view name, DType* out);
@@ -49,5 +55,13 @@ uint8_t F32ToFp8E4M3(float f);
 
 constexpr float kFp8E4M3Max = 448.0f;
 constexpr int kFp8BlockSize = 128;  // weight tiles are 128x128, activations 1x128
+
+// FP4 e2m1: nibble n (bit 3 the sign, 2 exponent bits, 1 mantissa bit) is
+// kFp4E2M1ToF32[n] = {0, 0.5, 1, 1.5, 2, 3, 4, 6} for n = 0..7, their negatives for 8..15.
+extern const float kFp4E2M1ToF32[16];
+constexpr int kFp4BlockSize = 32;  // elements of a row per UE8M0 scale byte
+
+// A UE8M0 scale byte b: 2^(b - 127) (b = 255 is NaN), exactly.
+float Ue8m0ToF32(uint8_t b);
 
 }  // namespace epserve

@@ -16,9 +16,9 @@ WeightView WeightView::RowSlice(int64_t begin, int64_t count) const {
     v.scale = scale + groups * ScaleCols() * kI8GroupRows;
     return v;
   }
-  v.data =
-      static_cast<const uint8_t*>(data) + begin * cols * static_cast<int64_t>(DTypeSize(dtype));
+  v.data = static_cast<const uint8_t*>(data) + begin * RowBytes();
   if (dtype == DType::kF8E4M3) v.scale_row_offset = scale_row_offset + begin;
+  if (dtype == DType::kF4E2M1) v.scale_ue8m0 = scale_ue8m0 + begin * (cols / kFp4BlockSize);
   return v;
 }
 
