@@ -40,7 +40,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io  # noqa: E402
 from safetensors_io import Checkpoint  # noqa: E402
-from reference import bf16, e4m3_round, hadamard_matrix  # noqa: E402
+from reference import bf16, e4m3_round, generate, hadamard_matrix  # noqa: E402
 
 DT = torch.float64
 FP8_MAX = 448.0
@@ -457,17 +457,6 @@ class ModelV4:
         Z = self.rb(Z)
         Z = self.block(L, Z, nxt)
         return self.logits_of(Z, "mtp.0.")
-
-
-def generate(model, prompt, max_tokens):
-    seq, steps, out = list(prompt), [], []
-    for _ in range(max_tokens):
-        logits = model.forward(seq, last_only=True)[-1]
-        tok = int(torch.argmax(logits))
-        steps.append(logits)
-        out.append(tok)
-        seq.append(tok)
-    return torch.stack(steps), out
 
 
 def main(argv=None):
