@@ -16,10 +16,24 @@ class Uploader {
 
   StatusOr<WeightView> View(const WeightView& host, const std::string& name) {
     if (host.empty()) return host;
-    if (host.dtype == DType::kI8Packed)
-      return Status::InvalidArgument(name +
-                                     ": int8-requantized weights (--requant int8) have no "
-                                     "CUDA kernel; the GPU reads the checkpoint's FP8/BF16");
+    switch (host.dtype) {  // what cuda/matmul.cu's kernels read
+      case DType::kF32:
+      case DType::kBF16:
+      case DType::kF8E4M3:
+        break;
+      case DType::kI8Packed:
+        return Status::InvalidArgument(name +
+                                       ": int8-requantized weights (--requant int8) have no "
+                                       "CUDA kernel; the GPU reads the checkpoint's FP8/BF16");
+      case DType::kF4E2M1:  // its UE8M0 scales (scale_ue8m0) are not uploaded either
+        return Status::InvalidArgument(name + ": FP4 (F4_E2M1) weights have no CUDA kernel");
+      case DType::kF8E8M0:
+      case DType::kI8:
+      case DType::kI32:
+      case DType::kI64:
+        return Status::InvalidArgument(name + ": dtype " + DTypeName(host.dtype) +
+                                       " is not a weight's (F32, BF16 or F8_E4M3)");
+    }
     WeightView v = host;
     ASSIGN_OR_RETURN(v.data, Bytes(host.data, host.DataBytes(), name));
     if (host.ScaleBytes() > 0) {

@@ -400,6 +400,31 @@ int ColumnsPerWarp(int64_t n, int64_t num_items, int num_sms, bool vec_w) {
   return 1;
 }
 
+// Whether the kernels read weights of `dtype`: F32, BF16 and F8_E4M3 with its block scales.
+// Int8-requantized (--requant int8) and FP4 weights have no CUDA kernel, and the storage types
+// (F8_E8M0, I8, I32, I64: tensor/dtype.h) are no weight's. Every entry point checks this first.
+bool HasKernel(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+    case DType::kBF16:
+    case DType::kF8E4M3:
+      return true;
+    case DType::kI8Packed:
+    case DType::kF4E2M1:
+    case DType::kF8E8M0:
+    case DType::kI8:
+    case DType::kI32:
+    case DType::kI64:
+      return false;
+  }
+  return false;
+}
+
+Status Unsupported(const char* op, DType dtype) {
+  return Status::InvalidArgument(std::string(op) + " on the GPU: weight dtype " + DTypeName(dtype) +
+                                 " is not supported (F32, BF16 or F8_E4M3)");
+}
+
 // Launches the MatMul kernel over `s` (s.num_items items, or at most that many when the count
 // is on the device), choosing C and the grid: sets s.num_groups.
 Status LaunchItems(DType dtype, bool vec_w, bool vec_x, int max_rows, const ProblemDesc* problems,
@@ -419,10 +444,18 @@ Status LaunchItems(DType dtype, bool vec_w, bool vec_x, int max_rows, const Prob
     case DType::kBF16:
       return LaunchMatMul<DType::kBF16>(columns, vec_w, vec_x, grid, max_rows, problems, items, s,
                                         stream);
-    default:
+    case DType::kF8E4M3:
       return LaunchMatMul<DType::kF8E4M3>(columns, vec_w, vec_x, grid, max_rows, problems, items, s,
                                           stream);
+    case DType::kI8Packed:
+    case DType::kF4E2M1:
+    case DType::kF8E8M0:
+    case DType::kI8:
+    case DType::kI32:
+    case DType::kI64:
+      break;
   }
+  return Unsupported("MatMul", dtype);
 }
 
 // GroupedMatMul's bookkeeping, one block: the descriptors of problem o * E + e (expert e's rows
@@ -532,11 +565,6 @@ __global__ void __launch_bounds__(kTCols) MatMulTKernel(MatMulTArgs a, TShape s)
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-Status Unsupported(const char* op, DType dtype) {
-  return Status::InvalidArgument(std::string(op) + " on the GPU: weight dtype " + DTypeName(dtype) +
-                                 " is not supported (F32, BF16 or F8_E4M3)");
-}
-
 }  // namespace
 
 Status MatMul(const MatMulProblem* host_problems, int num_problems, const MatMulOptions& options,
@@ -547,7 +575,7 @@ Status MatMul(const MatMulProblem* host_problems, int num_problems, const MatMul
   const WeightView& w0 = host_problems[0].w;
   const DType dtype = w0.dtype;
   const int64_t N = w0.rows, K = w0.cols;
-  if (dtype == DType::kI8Packed) return Unsupported("MatMul", dtype);
+  if (!HasKernel(dtype)) return Unsupported("MatMul", dtype);
   if (K > (int64_t{1} << 26))  // the kernel's 32-bit offsets
     return Status::InvalidArgument("MatMul: K = " + std::to_string(K) + " is over 2^26");
   const int64_t elem = static_cast<int64_t>(DTypeSize(dtype));
@@ -623,7 +651,7 @@ Status MakeExpertWeightTable(const WeightView* views, int num_experts, DeviceBuf
   if (num_experts < 1 || views == nullptr || table == nullptr)
     return Status::InvalidArgument("MakeExpertWeightTable: no experts");
   const WeightView& v0 = views[0];
-  if (v0.dtype == DType::kI8Packed) return Unsupported("GroupedMatMul", v0.dtype);
+  if (!HasKernel(v0.dtype)) return Unsupported("GroupedMatMul", v0.dtype);
   std::vector<ExpertWeightDesc> descs(num_experts);
   bool aligned = true;
   for (int e = 0; e < num_experts; ++e) {
@@ -663,7 +691,7 @@ Status GroupedMatMul(const GroupedMatMulArgs& a, DeviceBuffer& scratch, cudaStre
   if (E < 1 || E > kMaxLayoutExperts)
     return Status::InvalidArgument("GroupedMatMul: " + std::to_string(E) + " experts (1 .. " +
                                    std::to_string(kMaxLayoutExperts) + ")");
-  if (dtype == DType::kI8Packed) return Unsupported("GroupedMatMul", dtype);
+  if (!HasKernel(dtype)) return Unsupported("GroupedMatMul", dtype);
   if (K > (int64_t{1} << 26))  // the kernel's 32-bit offsets
     return Status::InvalidArgument("GroupedMatMul: K = " + std::to_string(K) + " is over 2^26");
   bool vec_w = K * static_cast<int64_t>(DTypeSize(dtype)) % 16 == 0;
@@ -728,7 +756,7 @@ Status GroupedMatMul(const GroupedMatMulArgs& a, DeviceBuffer& scratch, cudaStre
 
 Status MatMulT(const MatMulTArgs& args, cudaStream_t stream) {
   const WeightView& w = args.w;
-  if (w.dtype == DType::kI8Packed) return Unsupported("MatMulT", w.dtype);
+  if (!HasKernel(w.dtype)) return Unsupported("MatMulT", w.dtype);
   if (args.num_tokens < 0 || args.num_heads < 0 || args.num_heads > 65535 || args.n < 0 ||
       args.w_head_row_stride < 0 ||
       (args.num_heads > 0 && (args.num_heads - 1) * args.w_head_row_stride + args.n > w.rows))
@@ -756,9 +784,16 @@ Status MatMulT(const MatMulTArgs& args, cudaStream_t stream) {
     case DType::kBF16:
       MatMulTKernel<DType::kBF16><<<grid, kTCols, 0, stream>>>(args, s);
       break;
-    default:
+    case DType::kF8E4M3:
       MatMulTKernel<DType::kF8E4M3><<<grid, kTCols, 0, stream>>>(args, s);
       break;
+    case DType::kI8Packed:
+    case DType::kF4E2M1:
+    case DType::kF8E8M0:
+    case DType::kI8:
+    case DType::kI32:
+    case DType::kI64:
+      return Unsupported("MatMulT", w.dtype);
   }
   return LastLaunch("MatMulT");
 }

@@ -246,14 +246,29 @@ TEST(CudaMatMulTest, RejectsBadArguments) {
   // Checked on the host before anything reaches the device: runs without a GPU.
   DeviceBuffer scratch;
   float dummy[4] = {};
-  WeightView i8{.dtype = DType::kI8Packed, .rows = 16, .cols = 128, .data = dummy, .scale = dummy};
-  MatMulProblem p{.x = dummy, .num_rows = 1, .w = i8, .y = dummy};
-  const Status st = MatMul(&p, 1, {}, scratch, nullptr);
-  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("I8_PACKED"), std::string::npos) << st.message();
-  EXPECT_FALSE(
-      MatMulT({.x = dummy, .num_tokens = 1, .num_heads = 1, .w = i8, .n = 16, .y = dummy}, nullptr)
-          .ok());
+  // Int8-requantized and FP4 weights have no kernel; the storage types are no weight's.
+  for (DType dtype :
+       {DType::kI8Packed, DType::kF4E2M1, DType::kF8E8M0, DType::kI8, DType::kI32, DType::kI64}) {
+    const WeightView w{.dtype = dtype,
+                       .rows = 16,
+                       .cols = 128,
+                       .data = dummy,
+                       .scale = dummy,
+                       .scale_ue8m0 = reinterpret_cast<const uint8_t*>(dummy)};
+    MatMulProblem p{.x = dummy, .num_rows = 1, .w = w, .y = dummy};
+    const Status st = MatMul(&p, 1, {}, scratch, nullptr);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << DTypeName(dtype);
+    EXPECT_NE(st.message().find(DTypeName(dtype)), std::string::npos) << st.message();
+    EXPECT_EQ(
+        MatMulT({.x = dummy, .num_tokens = 1, .num_heads = 1, .w = w, .n = 16, .y = dummy}, nullptr)
+            .code(),
+        StatusCode::kInvalidArgument)
+        << DTypeName(dtype);
+    DeviceBuffer storage;
+    ExpertWeightTable table;
+    EXPECT_EQ(MakeExpertWeightTable(&w, 1, storage, &table).code(), StatusCode::kInvalidArgument)
+        << DTypeName(dtype);
+  }
 
   // Problems that disagree on the weight's shape.
   const WeightView a{.dtype = DType::kF32, .rows = 4, .cols = 8, .data = dummy};

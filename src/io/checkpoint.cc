@@ -37,6 +37,9 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir) {
     for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
       if (!it.value().is_string())
         return Status::DataLoss(index_path + ": weight_map[" + it.key() + "] is not a file name");
+      if (it.value().get<std::string>().find('/') != std::string::npos)
+        return Status::DataLoss(index_path + ": weight_map[" + it.key() + "]: " +
+                                it.value().dump() + " is not a file of the checkpoint directory");
       weight_map[it.key()] = it.value().get<std::string>();
       files.insert(it.value().get<std::string>());
     }

@@ -1,5 +1,7 @@
 // A Hugging Face checkpoint directory: config.json plus either one model.safetensors or
-// shards listed by model.safetensors.index.json ({"weight_map": {tensor: file}}).
+// shards listed by model.safetensors.index.json ({"weight_map": {tensor: file}}, each file one of
+// the directory's own: a name with a '/' is refused). Used for V2/V3 (model/weights.h) and V4
+// (model/v4/v4_weights.h) checkpoints alike; the dtypes are io/safetensors.h's.
 // All shards are memory-mapped; TensorInfo::data points into the mappings, which live as long
 // as the Checkpoint. Thread safety: immutable after Open.
 #pragma once

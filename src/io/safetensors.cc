@@ -51,7 +51,7 @@ Status SafetensorsFile::ParseHeader() {
     t.file = path;
     if (!e["dtype"].is_string() || !ParseDType(e["dtype"].get<std::string>(), &t.dtype))
       return Status::DataLoss(where + ": unsupported dtype " + e["dtype"].dump() +
-                              " (want F32, BF16 or F8_E4M3)");
+                              " (want F32, BF16, F8_E4M3, F8_E8M0, I8, I32 or I64)");
     if (!e["shape"].is_array()) return Status::DataLoss(where + ": shape is not an array");
     for (const auto& d : e["shape"]) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0)

@@ -3,7 +3,9 @@
 // header: {"<name>": {"dtype": "BF16", "shape": [r, c], "data_offsets": [b, e]}, ...,
 //          "__metadata__": {...}}  with offsets relative to the start of the data section.
 // Open validates the whole header (JSON, dtypes, shapes, offsets inside the file, sizes that
-// match dtype x shape) and names the file and tensor in every error.
+// match dtype x shape) and names the file and tensor in every error. dtypes: F32, BF16, F8_E4M3
+// and DeepSeek-V4's F8_E8M0 (UE8M0 scales), I8 (packed FP4 bytes) and I64 / I32 (index tables);
+// a TensorInfo's dtype is the file's storage type, which its loader interprets (tensor/dtype.h).
 #pragma once
 
 #include <cstdint>
@@ -24,7 +26,7 @@ struct TensorInfo {
   std::vector<int64_t> shape;
   const uint8_t* data = nullptr;  // into the mapping of `file`
   size_t num_bytes = 0;
-  std::string file;               // path of the file holding it
+  std::string file;  // path of the file holding it
 
   int64_t NumElements() const {
     int64_t n = 1;

@@ -50,6 +50,33 @@ TEST(SafetensorsTest, RoundTrip) {
   EXPECT_EQ(t.at("c").data[1], 0x7e);
 }
 
+// DeepSeek-V4's storage types: UE8M0 scale bytes, I8 packed FP4 bytes, I64 / I32 index tables.
+TEST(SafetensorsTest, V4StorageTypes) {
+  SafetensorsWriter w;
+  w.Add("fp4", DType::kI8, {2, 16}, std::vector<uint8_t>(32, 0x21));
+  w.Add("fp4_scale", DType::kF8E8M0, {2, 1}, {127, 128});
+  const int64_t ids[3] = {3, 0, 2};
+  std::vector<uint8_t> id_bytes(24);
+  std::memcpy(id_bytes.data(), ids, 24);
+  w.Add("tid2eid", DType::kI64, {3, 1}, id_bytes);
+  w.Add("tid2eid32", DType::kI32, {2}, std::vector<uint8_t>(8, 0));
+  std::string path = TempPath("v4types.safetensors");
+  ASSERT_TRUE(w.Write(path).ok());
+  auto f = SafetensorsFile::Open(path);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  const auto& t = (*f)->tensors();
+  EXPECT_EQ(t.at("fp4").dtype, DType::kI8);
+  EXPECT_EQ(t.at("fp4").num_bytes, 32u);
+  EXPECT_EQ(t.at("fp4_scale").dtype, DType::kF8E8M0);
+  EXPECT_EQ(t.at("fp4_scale").data[1], 128);
+  EXPECT_EQ(t.at("tid2eid").dtype, DType::kI64);
+  int64_t v;
+  std::memcpy(&v, t.at("tid2eid").data + 16, 8);
+  EXPECT_EQ(v, 2);
+  EXPECT_EQ(t.at("tid2eid32").dtype, DType::kI32);
+  EXPECT_EQ(t.at("tid2eid32").num_bytes, 8u);
+}
+
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -150,8 +177,10 @@ TEST(SafetensorsTest, CorruptFilesGiveOneLineErrorsNamingFileAndTensor) {
        8, "tensor x: data_offsets [8, 16] out of range"},
       {"size_mismatch", R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8,
        "tensor w: 8 bytes for F32 [3]"},
-      {"dtype", R"({"w":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", 8,
-       "tensor w: unsupported dtype \"I64\""},
+      {"dtype", R"({"w":{"dtype":"F16","shape":[1],"data_offsets":[0,2]}})", 2,
+       "tensor w: unsupported dtype \"F16\""},
+      {"size_mismatch_i64", R"({"w":{"dtype":"I64","shape":[2],"data_offsets":[0,8]}})", 8,
+       "tensor w: 8 bytes for I64 [2] (want 16)"},
       {"no_offsets", R"({"w":{"dtype":"F32","shape":[1]}})", 4, "tensor w: header entry lacks"},
       // Found with fuzz/safetensors_fuzz: an element count or byte size that overflows 64 bits
       // (2^62 F32 elements wrapped to 0 bytes and passed for an empty tensor).
@@ -228,6 +257,15 @@ TEST(CheckpointTest, ShardedIndex) {
   ck = Checkpoint::Open(dir);
   ASSERT_FALSE(ck.ok());
   EXPECT_NE(ck.status().message().find("s3.safetensors: cannot open"), std::string::npos)
+      << ck.status().message();
+  {  // shards are files of the directory itself
+    std::ofstream(dir + "/model.safetensors.index.json")
+        << R"({"weight_map":{"x":"s1.safetensors","y":"../s2.safetensors"}})";
+  }
+  ck = Checkpoint::Open(dir);
+  ASSERT_FALSE(ck.ok());
+  EXPECT_NE(ck.status().message().find("weight_map[y]: \"../s2.safetensors\" is not a file"),
+            std::string::npos)
       << ck.status().message();
 }
 

@@ -47,23 +47,38 @@ inline void Advance(const GroupedMlpArgs& a, int64_t tiles_per_group, ItemCursor
   } while (c.group < a.num_groups && a.offsets[c.group + 1] == a.offsets[c.group]);
 }
 
-// h[r, i] = silu(g[r, i]) * u[r, i] for one tile (rows of `width` floats).
+// h[r, i] = silu(g[r, i]) * u[r, i] for one tile (rows of `width` floats); with limit > 0 the
+// SwiGLU clamp first: g <- min(g, limit), u <- clamp(u, -limit, limit).
 void SiluMulTile(const float* g, const float* u, int64_t rows, int64_t width, int64_t src_stride,
-                 float* h, int64_t h_stride) {
+                 float* h, int64_t h_stride, float limit) {
   const hn::ScalableTag<float> df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const auto one = hn::Set(df, 1.0f);
+  const bool clamp = limit > 0;
+  const auto hi = hn::Set(df, limit), lo = hn::Set(df, -limit);
   for (int64_t r = 0; r < rows; ++r) {
     const float* gr = g + r * src_stride;
     const float* ur = u + r * src_stride;
     float* hr = h + r * h_stride;
     int64_t i = 0;
     for (; i + N <= width; i += N) {
-      const auto gv = hn::LoadU(df, gr + i);
+      auto gv = hn::LoadU(df, gr + i);
+      auto uv = hn::LoadU(df, ur + i);
+      if (clamp) {
+        gv = hn::Min(gv, hi);
+        uv = hn::Min(hn::Max(uv, lo), hi);
+      }
       const auto silu = hn::Div(gv, hn::Add(one, hn::Exp(df, hn::Neg(gv))));
-      hn::StoreU(hn::Mul(silu, hn::LoadU(df, ur + i)), df, hr + i);
+      hn::StoreU(hn::Mul(silu, uv), df, hr + i);
     }
-    for (; i < width; ++i) hr[i] = gr[i] / (1.0f + std::exp(-gr[i])) * ur[i];
+    for (; i < width; ++i) {
+      float gs = gr[i], us = ur[i];
+      if (clamp) {
+        gs = std::min(gs, limit);
+        us = std::min(std::max(us, -limit), limit);
+      }
+      hr[i] = gs / (1.0f + std::exp(-gs)) * us;
+    }
   }
 }
 
@@ -113,7 +128,7 @@ void GateUpItems(const GroupedMlpArgs& a, int64_t hidden, int64_t inter, int64_t
       m.w = w.up.RowSlice(i0, ti);
       m.y = up;
       GemmRows(m, 0, ti);
-      SiluMulTile(gate, up, rc, ti, kTileI, a.h + (row0 + r0) * inter + i0, inter);
+      SiluMulTile(gate, up, rc, ti, kTileI, a.h + (row0 + r0) * inter + i0, inter, a.swiglu_limit);
     }
   }
 }
@@ -170,7 +185,7 @@ void GateUpItemsI8(const GroupedMlpArgs& a, const QuantizedRowsView& qx, int64_t
           m.next_weights = a.experts[n.group].gate.RowSlice(n.tile * kTileI, 0).data;
       }
       I8MatMulRows(m, 0, ti);
-      SiluMulTile(gate, up, rc, ti, kTileI, a.h + (row0 + r0) * inter + i0, inter);
+      SiluMulTile(gate, up, rc, ti, kTileI, a.h + (row0 + r0) * inter + i0, inter, a.swiglu_limit);
     }
   }
 }
@@ -300,8 +315,14 @@ void GroupedMlpReference(const GroupedMlpArgs& a) {
                      .y = u.data(),
                      .compute = a.compute});
     float* h = a.h + row0 * d.inter;
-    for (int64_t i = 0; i < rows * d.inter; ++i)
-      h[i] = static_cast<float>(g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i]);
+    for (int64_t i = 0; i < rows * d.inter; ++i) {
+      double gv = g[i], uv = u[i];
+      if (a.swiglu_limit > 0) {
+        gv = std::min(gv, double{a.swiglu_limit});
+        uv = std::clamp(uv, -double{a.swiglu_limit}, double{a.swiglu_limit});
+      }
+      h[i] = static_cast<float>(gv / (1.0 + std::exp(-gv)) * uv);
+    }
     MatMulReference({.x = h,
                      .num_rows = rows,
                      .w = w.down,

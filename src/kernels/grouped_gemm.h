@@ -33,6 +33,9 @@ struct GroupedMlpArgs {
   float* h = nullptr;                         // scratch [offsets[num_groups], intermediate]
   float* out = nullptr;                       // [offsets[num_groups], hidden]; overwritten
   Compute compute = Compute::kExact;          // of every projection (see MatMulArgs)
+  // > 0: the SwiGLU clamp of DeepSeek-V4 (gate <- min(gate, limit), up <- clamp(up, -limit,
+  // limit)) before silu(gate) * up; 0: none.
+  float swiglu_limit = 0;
 };
 
 // REQUIRES: every group with rows has weights of the same hidden and intermediate sizes;

@@ -20,15 +20,16 @@ class GroupedMlpTest : public ::testing::TestWithParam<DType> {};
 // Groups of 0 (skipped), 1, 3, 8 (streaming kernel), 9 and 140 rows (panel kernel; gate/up in
 // a chunk of 128 rows and one of 12); hidden and intermediate sizes that leave partial tiles and
 // vector tails.
-TEST_P(GroupedMlpTest, MatchesReferenceAndIsThreadCountInvariant) {
+// Returns the reference output (for the clamp test to compare limits).
+std::vector<float> CheckAgainstReference(DType dtype, float swiglu_limit) {
   const int64_t hidden = 300, inter = 72;
   const std::vector<int64_t> rows = {1, 0, 3, 8, 0, 9, 140};
   std::vector<TestWeight> store;
   std::vector<ExpertMlpWeights> experts;
   for (size_t g = 0; g < rows.size(); ++g) {
-    store.push_back(MakeWeight(GetParam(), inter, hidden, 10 + g));
-    store.push_back(MakeWeight(GetParam(), inter, hidden, 20 + g));
-    store.push_back(MakeWeight(GetParam(), hidden, inter, 30 + g));
+    store.push_back(MakeWeight(dtype, inter, hidden, 10 + g));
+    store.push_back(MakeWeight(dtype, inter, hidden, 20 + g));
+    store.push_back(MakeWeight(dtype, hidden, inter, 30 + g));
   }
   for (size_t g = 0; g < rows.size(); ++g)
     experts.push_back({store[3 * g].view, store[3 * g + 1].view, store[3 * g + 2].view});
@@ -43,7 +44,8 @@ TEST_P(GroupedMlpTest, MatchesReferenceAndIsThreadCountInvariant) {
                       .offsets = offsets.data(),
                       .x = x.data(),
                       .h = h_ref.data(),
-                      .out = ref.data()};
+                      .out = ref.data(),
+                      .swiglu_limit = swiglu_limit};
   GroupedMlpReference(args);
   double max_ref = 0;
   for (float v : ref) max_ref = std::max(max_ref, std::fabs(static_cast<double>(v)));
@@ -63,6 +65,21 @@ TEST_P(GroupedMlpTest, MatchesReferenceAndIsThreadCountInvariant) {
       ASSERT_EQ(y1[i], y3[i]) << i;
     }
   });
+  return ref;
+}
+
+TEST_P(GroupedMlpTest, MatchesReferenceAndIsThreadCountInvariant) {
+  CheckAgainstReference(GetParam(), 0);
+}
+
+// DeepSeek-V4's SwiGLU clamp (gate from above, up both sides) in both kernels and the twin; a
+// limit this small clamps most values, so the output must differ from the unclamped one.
+TEST_P(GroupedMlpTest, ClampsTheSwigluInputsLikeTheReference) {
+  const std::vector<float> clamped = CheckAgainstReference(GetParam(), 0.01f);
+  const std::vector<float> plain = CheckAgainstReference(GetParam(), 0);
+  int64_t differ = 0;
+  for (size_t i = 0; i < plain.size(); ++i) differ += clamped[i] != plain[i];
+  EXPECT_GT(differ, static_cast<int64_t>(plain.size()) / 2);
 }
 
 // A row's output does not depend on how many rows its group has: each row through its expert

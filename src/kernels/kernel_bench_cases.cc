@@ -41,6 +41,11 @@ const char* BenchDTypeName(DType dtype) {
       return "int8";
     case DType::kF4E2M1:
       return "fp4";
+    case DType::kF8E8M0:
+    case DType::kI8:
+    case DType::kI32:
+    case DType::kI64:
+      break;  // never benchmarked: not a weight dtype
   }
   return "?";
 }

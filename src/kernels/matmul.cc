@@ -214,6 +214,10 @@ void MatMulTColumns(const MatMulTArgs& a, int64_t k_begin, int64_t k_end) {
       return MatMulTColumnsDispatch<DType::kF8E4M3>(a, k_begin, k_end);
     case DType::kI8Packed:
     case DType::kF4E2M1:
+    case DType::kF8E8M0:
+    case DType::kI8:
+    case DType::kI32:
+    case DType::kI64:
       break;
   }
   CHECK(false) << "MatMulT of " << DTypeName(a.w.dtype) << " weights";
@@ -232,7 +236,8 @@ namespace {
 // Rows per work unit: a multiple of 16 holding at least 32 KB of weights, so small matrices run
 // on fewer threads than a wake-up would cost.
 size_t RowGrain(const WeightView& w) {
-  const int64_t row_bytes = std::max<int64_t>(1, w.dtype == DType::kI8Packed ? w.cols : w.RowBytes());
+  const int64_t row_bytes =
+      std::max<int64_t>(1, w.dtype == DType::kI8Packed ? w.cols : w.RowBytes());
   const int64_t rows = (int64_t{32} << 10) / row_bytes;
   return static_cast<size_t>(std::max<int64_t>(16, (rows + 15) / 16 * 16));
 }

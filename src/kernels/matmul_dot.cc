@@ -72,7 +72,9 @@ constexpr int kTileM = 4, kTileN = 4;
 
 // clang (the fuzzing build) spells the target region differently.
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx512vbmi,avx512bf16"))), apply_to = function)
+#pragma clang attribute push(                                                            \
+    __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx512vbmi,avx512bf16"))), \
+    apply_to = function)
 #else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,avx512vbmi,avx512bf16")
@@ -480,10 +482,14 @@ void DotMatMulRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
       return DotRowsT<DType::kF8E4M3>(a, n_begin, n_end);
     case DType::kI8Packed:
       return I8GemmRows(a, n_begin, n_end);
-    case DType::kF4E2M1:
+    case DType::kF4E2M1:  // GemmRows decodes FP4 weights itself
+    case DType::kF8E8M0:
+    case DType::kI8:
+    case DType::kI32:
+    case DType::kI64:
       break;
   }
-  CHECK(false) << "the dot kernel has no FP4 path (GemmRows decodes FP4 weights)";
+  CHECK(false) << "the dot kernel has no " << DTypeName(a.w.dtype) << " path";
 }
 
 #else  // !EPSERVE_DOT_CODE

@@ -6,13 +6,13 @@
 // file's own functions only (nothing inline from other headers is defined inside it), and is
 // reached only after the run-time check.
 #include "kernels/matmul_fast.h"
-#include "kernels/matmul_i8.h"
 
 #include <cstdlib>
 #include <cstring>
 
 #include "base/aligned_vector.h"
 #include "base/check.h"
+#include "kernels/matmul_i8.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
@@ -84,9 +84,9 @@ struct alignas(64) TileConfig {
 // The AMX / AVX-512 code below is compiled for those targets whatever the build's baseline
 // (the callers check the CPU first). clang (the fuzzing build) spells it differently.
 #if defined(__clang__)
-#pragma clang attribute push(                                                                 \
+#pragma clang attribute push(                                                                  \
     __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx512vbmi,avx512bf16,amx-tile," \
-                          "amx-bf16"))),                                                      \
+                          "amx-bf16"))),                                                       \
     apply_to = function)
 #else
 #pragma GCC push_options
@@ -217,6 +217,11 @@ void ConvertPanel(const WeightView& w, int64_t n0, int64_t n_end, int64_t k0, ui
     case DType::kI8Packed:
     case DType::kF4E2M1:
       break;  // never reached: GemmRows runs int8 and FP4 weights on their own kernels
+    case DType::kF8E8M0:
+    case DType::kI8:
+    case DType::kI32:
+    case DType::kI64:
+      break;  // no weight's dtype (tensor/dtype.h)
   }
 }
 

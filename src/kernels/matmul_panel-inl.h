@@ -325,6 +325,11 @@ HWY_INLINE void GemmRows(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
       return I8GemmRows(a, n_begin, n_end);
     case DType::kF4E2M1:
       return;  // handled above
+    case DType::kF8E8M0:
+    case DType::kI8:
+    case DType::kI32:
+    case DType::kI64:
+      HWY_ABORT("MatMul of %s, not a weight dtype", DTypeName(a.w.dtype));
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/check.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_i8.h"
 
@@ -53,7 +54,13 @@ void DequantizeRow(const WeightView& w, int64_t row, int64_t k_begin, int64_t co
       }
       return;
     }
+    case DType::kF8E8M0:
+    case DType::kI8:
+    case DType::kI32:
+    case DType::kI64:
+      break;
   }
+  CHECK(false) << "DequantizeRow of " << DTypeName(w.dtype) << ", not a weight dtype";
 }
 
 void MatMulTReference(const MatMulTArgs& args) {

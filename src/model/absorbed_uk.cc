@@ -43,7 +43,11 @@ void Transpose(const WeightView& uk, DType dtype, uint8_t* out) {
           break;
         case DType::kI8Packed:
         case DType::kF4E2M1:
-          CHECK(false) << "kv_b_proj is never int8 or FP4";
+        case DType::kF8E8M0:
+        case DType::kI8:
+        case DType::kI32:
+        case DType::kI64:
+          CHECK(false) << "kv_b_proj is never " << DTypeName(uk.dtype);
       }
     }
 }

@@ -29,7 +29,11 @@ float At(const WeightView& v, int64_t r, int64_t c) {
              v.scale[(r + v.scale_row_offset) / kFp8BlockSize * v.ScaleCols() + c / kFp8BlockSize];
     case DType::kI8Packed:
     case DType::kF4E2M1:
-      break;  // kv_b is never int8
+    case DType::kF8E8M0:
+    case DType::kI8:
+    case DType::kI32:
+    case DType::kI64:
+      break;  // kv_b is never int8, FP4 or a storage type
   }
   return 0;
 }

@@ -21,13 +21,11 @@ namespace epserve {
 
 namespace {
 
+// Linear weights: F32, BF16, or F8_E4M3 (with scales); everything else F32 or BF16. V4's storage
+// types (F8_E8M0, I8, I32, I64) are no V2/V3 tensor's.
 bool DTypeAllowed(TensorRole role, DType dt) {
-  switch (role) {
-    case TensorRole::kLinear:
-      return true;  // F32, BF16, or F8 (with scales)
-    default:
-      return dt == DType::kF32 || dt == DType::kBF16;
-  }
+  if (dt == DType::kF32 || dt == DType::kBF16) return true;
+  return role == TensorRole::kLinear && dt == DType::kF8E4M3;
 }
 
 std::string Where(const TensorInfo& t) { return t.file + ": tensor " + t.name; }
@@ -69,8 +67,9 @@ class Binder {
         return Status::DataLoss(Where(*t) + ": shape " + t->ShapeString() + ", want " +
                                 ShapeStr(s.shape));
       if (!DTypeAllowed(s.role, t->dtype))
-        return Status::DataLoss(Where(*t) + ": dtype " + DTypeName(t->dtype) +
-                                " is not allowed here (want BF16 or F32)");
+        return Status::DataLoss(
+            Where(*t) + ": dtype " + DTypeName(t->dtype) + " is not allowed here (want " +
+            (s.role == TensorRole::kLinear ? "F8_E4M3, " : "") + "BF16 or F32)");
       expected.insert(s.name);
       if (s.role == TensorRole::kLinear && t->dtype == DType::kF8E4M3) {
         const std::string sname = s.name + "_scale_inv";
@@ -214,8 +213,8 @@ std::unordered_set<const WeightView*> RequantizedViews(const ModelWeights& w) {
     out.erase(&l.attn.kv_b);
     if (l.moe) out.erase(&l.moe->router);
     // The indexer only ranks positions; its projections stay as stored, as DeepSeek runs them.
-    for (const WeightView* v : {&l.attn.indexer.wq_b, &l.attn.indexer.wk,
-                                &l.attn.indexer.weights_proj})
+    for (const WeightView* v :
+         {&l.attn.indexer.wq_b, &l.attn.indexer.wk, &l.attn.indexer.weights_proj})
       out.erase(v);
   };
   for (const LayerWeights& l : w.layers) skip(l);

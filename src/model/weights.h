@@ -21,15 +21,18 @@ namespace epserve {
 
 struct MlpWeights {
   WeightView gate, up, down;  // SwiGLU: down(silu(gate x) * up x)
+  // > 0: DeepSeek-V4's clamp before the product (gate <- min(gate, limit), up <- clamp(up,
+  // -limit, limit)); 0: none (V2/V3).
+  float swiglu_limit = 0;
   bool empty() const { return gate.empty(); }
 };
 
 // DeepSeek-V3.2's lightning indexer (config.sparse; docs/checkpoint-format.md).
 struct IndexerWeights {
-  WeightView wq_b;                       // [index_n_heads * index_head_dim, q_lora]
-  WeightView wk;                         // [index_head_dim, hidden]
+  WeightView wq_b;                         // [index_n_heads * index_head_dim, q_lora]
+  WeightView wk;                           // [index_head_dim, hidden]
   std::vector<float> k_norm, k_norm_bias;  // LayerNorm of the key [index_head_dim]
-  WeightView weights_proj;               // [index_n_heads, hidden]: per-head weights
+  WeightView weights_proj;                 // [index_n_heads, hidden]: per-head weights
   bool empty() const { return wk.empty(); }
 };
 
@@ -99,7 +102,7 @@ struct ModelWeights {
   WeightView embed;  // [vocab, hidden]
   std::vector<LayerWeights> layers;
   std::vector<float> final_norm;
-  WeightView lm_head;  // [vocab, hidden]
+  WeightView lm_head;           // [vocab, hidden]
   std::vector<MtpWeights> mtp;  // empty with LoadOptions::Mtp::kSkip
   // LoadOptions::Mtp::kSkip: the bytes of the checkpoint's MTP-module tensors (data and
   // scales), none of them bound.

@@ -230,6 +230,43 @@ TEST(WeightsTest, WrongDtype) {
   ExpectError(LoadDir(dir), "tensor model.norm.weight: dtype F8_E4M3 is not allowed here");
 }
 
+// DeepSeek-V4's storage types (the reader takes them for V4's loader) are refused by name.
+TEST(WeightsTest, V4StorageTypesAreRefused) {
+  std::string dir = testing::MakeTiny("v4dtype");
+  testing::RewriteCheckpoint(dir, [](testing::EditableTensor& t) {
+    if (t.name == "model.layers.0.self_attn.o_proj.weight") {  // packed FP4 bytes, as V4 stores
+      t.dtype = DType::kI8;
+      t.bytes.resize(t.bytes.size() / 2);
+    }
+    return true;
+  });
+  ExpectError(LoadDir(dir),
+              "tensor model.layers.0.self_attn.o_proj.weight: dtype I8 is not allowed here (want "
+              "F8_E4M3, BF16 or F32)");
+
+  dir = testing::MakeTiny("v4dtype_norm");
+  testing::RewriteCheckpoint(dir, [](testing::EditableTensor& t) {
+    if (t.name == "model.norm.weight") {  // an index table's type
+      t.dtype = DType::kI64;
+      t.bytes.resize(t.bytes.size() * 4);
+    }
+    return true;
+  });
+  ExpectError(LoadDir(dir),
+              "tensor model.norm.weight: dtype I64 is not allowed here (want BF16 or F32)");
+
+  dir = testing::MakeTiny("v4dtype_scale", "tiny", WeightDType::kFP8);
+  testing::RewriteCheckpoint(dir, [](testing::EditableTensor& t) {
+    if (t.name == "model.layers.1.self_attn.o_proj.weight_scale_inv") {  // UE8M0, as V4's
+      t.dtype = DType::kF8E8M0;
+      t.bytes.resize(t.bytes.size() / 4);
+    }
+    return true;
+  });
+  ExpectError(LoadDir(dir),
+              "tensor model.layers.1.self_attn.o_proj.weight_scale_inv: dtype F8_E8M0, want F32");
+}
+
 TEST(WeightsTest, Fp8WithoutScales) {
   std::string dir = testing::MakeTiny("noscale", "tiny", WeightDType::kFP8);
   testing::RewriteCheckpoint(dir, [](testing::EditableTensor& t) {

@@ -15,6 +15,13 @@ size_t DTypeSize(DType dtype) {
       return 1;
     case DType::kI8Packed:
       return 1;
+    case DType::kF8E8M0:
+    case DType::kI8:
+      return 1;
+    case DType::kI32:
+      return 4;
+    case DType::kI64:
+      return 8;
     case DType::kF4E2M1:
       break;
   }
@@ -33,6 +40,14 @@ const char* DTypeName(DType dtype) {
       return "I8_PACKED";
     case DType::kF4E2M1:
       return "F4_E2M1";
+    case DType::kF8E8M0:
+      return "F8_E8M0";
+    case DType::kI8:
+      return "I8";
+    case DType::kI32:
+      return "I32";
+    case DType::kI64:
+      return "I64";
   }
   return "?";
 }
@@ -44,6 +59,14 @@ bool ParseDType(std::string_view name, DType* out) {
     *out = DType::kBF16;
   else if (name == "F8_E4M3")
     *out = DType::kF8E4M3;
+  else if (name == "F8_E8M0")
+    *out = DType::kF8E8M0;
+  else if (name == "I8")
+    *out = DType::kI8;
+  else if (name == "I32")
+    *out = DType::kI32;
+  else if (name == "I64")
+    *out = DType::kI64;
   else
     return false;
   return true;

@@ -17,15 +17,18 @@ namespace epserve {
 // high one) with one UE8M0 scale byte per 32 elements of a row: DeepSeek-V4's routed experts,
 // which its checkpoints store as I8 [rows, cols / 2] plus F8_E8M0 [rows, cols / 32]
 // (docs/v4-model.md §2; weight_view.h).
-enum class DType { kF32, kBF16, kF8E4M3, kI8Packed, kF4E2M1 };
+// kF8E8M0, kI8, kI32, kI64 are storage types of checkpoint tensors that are not weights a kernel
+// multiplies: UE8M0 scale bytes, the I8 bytes of packed FP4, index tables (V4's tid2eid). Only
+// the safetensors reader and the loaders that interpret them see them; no WeightView holds one.
+enum class DType { kF32, kBF16, kF8E4M3, kI8Packed, kF4E2M1, kF8E8M0, kI8, kI32, kI64 };
 
 // Bytes per element (1 for kI8Packed, whose rows and scales are padded: WeightView::DataBytes).
 // REQUIRES: not kF4E2M1, whose element is half a byte (WeightView::RowBytes, DataBytes).
 size_t DTypeSize(DType dtype);
-// safetensors spelling: "F32", "BF16", "F8_E4M3" ("I8_PACKED" and "F4_E2M1", which no file
-// holds under that name).
+// safetensors spelling: "F32", "BF16", "F8_E4M3", "F8_E8M0", "I8", "I32", "I64" ("I8_PACKED"
+// and "F4_E2M1", which no file holds under that name).
 const char* DTypeName(DType dtype);
-// Parses the safetensors spelling; false if unknown.
+// Parses the safetensors spelling of a storage type (not I8_PACKED or F4_E2M1); false if unknown.
 bool ParseDType(std::string_view name, DType* out);
 
 inline float Bf16ToF32(uint16_t v) {

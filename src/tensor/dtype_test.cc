@@ -26,8 +26,8 @@ TEST(DTypeTest, Fp8RoundTripAllCodes) {
 }
 
 TEST(DTypeTest, Fp8RoundsToNearest) {
-  EXPECT_EQ(F32ToFp8E4M3(1.06f), 0x38);   // 1.0 vs 1.125: nearer 1.0
-  EXPECT_EQ(F32ToFp8E4M3(1.07f), 0x39);   // nearer 1.125
+  EXPECT_EQ(F32ToFp8E4M3(1.06f), 0x38);    // 1.0 vs 1.125: nearer 1.0
+  EXPECT_EQ(F32ToFp8E4M3(1.07f), 0x39);    // nearer 1.125
   EXPECT_EQ(F32ToFp8E4M3(1000.0f), 0x7e);  // saturates
   EXPECT_EQ(F32ToFp8E4M3(-1000.0f), 0xfe);
 }
@@ -40,7 +40,8 @@ TEST(DTypeTest, Fp8EncodeIsNearestCode) {
     float best = INFINITY;
     for (int c = 0; c < 256; ++c) {
       float cv = Fp8E4M3ToF32(c);
-      if (!std::isnan(cv)) best = std::fmin(best, std::fabs(cv - std::fmax(-448.f, std::fmin(448.f, v))));
+      if (!std::isnan(cv))
+        best = std::fmin(best, std::fabs(cv - std::fmax(-448.f, std::fmin(448.f, v))));
     }
     EXPECT_EQ(std::fabs(Fp8E4M3ToF32(got) - std::fmax(-448.f, std::fmin(448.f, v))), best) << v;
   }
@@ -52,6 +53,26 @@ TEST(DTypeTest, Bf16RoundTrip) {
   float x = 1.0f + std::ldexp(1.0f, -9);  // below bf16 resolution: rounds to 1
   EXPECT_EQ(Bf16ToF32(F32ToBf16(x)), 1.0f);
   EXPECT_NEAR(Bf16ToF32(F32ToBf16(3.14159f)), 3.14159f, 0.01f);
+}
+
+// Every safetensors spelling parses to the type whose name it is; the load-time types
+// (I8_PACKED, F4_E2M1) are no file's dtype.
+TEST(DTypeTest, SafetensorsSpellingsRoundTrip) {
+  const struct {
+    DType dtype;
+    size_t size;
+  } cases[] = {{DType::kF32, 4}, {DType::kBF16, 2}, {DType::kF8E4M3, 1}, {DType::kF8E8M0, 1},
+               {DType::kI8, 1},  {DType::kI32, 4},  {DType::kI64, 8}};
+  for (const auto& c : cases) {
+    DType parsed = DType::kF4E2M1;
+    ASSERT_TRUE(ParseDType(DTypeName(c.dtype), &parsed)) << DTypeName(c.dtype);
+    EXPECT_EQ(parsed, c.dtype);
+    EXPECT_EQ(DTypeSize(c.dtype), c.size) << DTypeName(c.dtype);
+  }
+  DType d;
+  EXPECT_FALSE(ParseDType("I8_PACKED", &d));
+  EXPECT_FALSE(ParseDType("F4_E2M1", &d));
+  EXPECT_FALSE(ParseDType("F16", &d));
 }
 
 }  // namespace

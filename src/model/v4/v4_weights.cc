@@ -6,6 +6,16 @@
 
 namespace epserve::v4 {
 
+namespace {
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string r = "[";
+  for (size_t i = 0; i < shape.size(); ++i) r += (i ? ", " : "") + std::to_string(shape[i]);
+  return r + "]";
+}
+
+}  // namespace
+
 class V4Binder {
  public:
   explicit V4Binder(V4Weights* w) : w_(w), ck_(*w->ck_) {}
@@ -14,52 +24,60 @@ class V4Binder {
     return Status::DataLoss(ck_.dir() + ": tensor " + name + ": " + what);
   }
 
-  StatusOr<const V4Tensor*> Get(const std::string& name, const std::vector<int64_t>& shape) {
-    const V4Tensor* t = ck_.Find(name);
-    if (t == nullptr) return Error(name, "missing (want " + ShapeToString(shape) + ")");
+  StatusOr<const TensorInfo*> Get(const std::string& name, const std::vector<int64_t>& shape) {
+    const TensorInfo* t = ck_.Find(name);
+    if (t == nullptr) return Error(name, "missing (want " + ShapeString(shape) + ")");
     if (t->shape != shape)
-      return Error(name, "shape " + t->ShapeString() + ", want " + ShapeToString(shape));
+      return Error(name, "shape " + t->ShapeString() + ", want " + ShapeString(shape));
     return t;
   }
 
   // A BF16 or F32 tensor of `shape` as floats.
   Status Vec(const std::string& name, const std::vector<int64_t>& shape, std::vector<float>* out) {
-    ASSIGN_OR_RETURN(const V4Tensor* t, Get(name, shape));
+    ASSIGN_OR_RETURN(const TensorInfo* t, Get(name, shape));
     out->resize(t->NumElements());
-    if (t->dtype == "F32") {
+    if (t->dtype == DType::kF32) {
       std::memcpy(out->data(), t->data, out->size() * 4);
-    } else if (t->dtype == "BF16") {
+    } else if (t->dtype == DType::kBF16) {
       for (size_t i = 0; i < out->size(); ++i) {
         uint16_t b;
         std::memcpy(&b, t->data + 2 * i, 2);
         (*out)[i] = Bf16ToF32(b);
       }
     } else {
-      return Error(name, "dtype " + t->dtype + ", want BF16 or F32");
+      return Error(name, std::string("dtype ") + DTypeName(t->dtype) + ", want BF16 or F32");
     }
     return Status::Ok();
   }
 
   // The checked UE8M0 scale companion of `name` ("<m>.weight" -> "<m>.scale").
-  StatusOr<const V4Tensor*> Scale(const std::string& name, const std::vector<int64_t>& shape) {
+  StatusOr<const TensorInfo*> Scale(const std::string& name, const std::vector<int64_t>& shape) {
     const std::string sname = name.substr(0, name.size() - 6) + "scale";
     if (!name.ends_with(".weight") || ck_.Find(sname) == nullptr)
       return Error(name, "quantized weight without its " + sname);
-    ASSIGN_OR_RETURN(const V4Tensor* s, Get(sname, shape));
-    if (s->dtype != "F8_E8M0") return Error(sname, "dtype " + s->dtype + ", want F8_E8M0");
+    ASSIGN_OR_RETURN(const TensorInfo* s, Get(sname, shape));
+    if (s->dtype != DType::kF8E8M0)
+      return Error(sname, std::string("dtype ") + DTypeName(s->dtype) + ", want F8_E8M0");
     return s;
   }
 
   // A projection [rows, cols]: F32, BF16, F8_E4M3 (+ 128x128 UE8M0 scales) or I8 packed FP4
-  // (+ UE8M0 per 32 inputs, dequantized to owned BF16).
+  // (+ UE8M0 per 32 inputs: a kF4E2M1 view into the mapping, or owned BF16 with Fp4::kBf16).
   Status Matrix(const std::string& name, int64_t rows, int64_t cols, WeightView* out) {
-    const V4Tensor* t = ck_.Find(name);
-    if (t == nullptr) return Error(name, "missing (want " + ShapeToString({rows, cols}) + ")");
+    const TensorInfo* t = ck_.Find(name);
+    if (t == nullptr) return Error(name, "missing (want " + ShapeString({rows, cols}) + ")");
     *out = WeightView{.rows = rows, .cols = cols};
-    if (t->dtype == "I8") {
-      if (cols % 32 != 0) return Error(name, "FP4 weight with " + std::to_string(cols) + " inputs");
+    if (t->dtype == DType::kI8) {
+      if (cols % kFp4BlockSize != 0)
+        return Error(name, "FP4 weight with " + std::to_string(cols) + " inputs");
       ASSIGN_OR_RETURN(t, Get(name, {rows, cols / 2}));
-      ASSIGN_OR_RETURN(const V4Tensor* s, Scale(name, {rows, cols / 32}));
+      ASSIGN_OR_RETURN(const TensorInfo* s, Scale(name, {rows, cols / kFp4BlockSize}));
+      if (w_->options_.fp4 == V4LoadOptions::Fp4::kNative) {
+        out->dtype = DType::kF4E2M1;
+        out->data = t->data;
+        out->scale_ue8m0 = s->data;
+        return Status::Ok();
+      }
       auto& bf = w_->bf16_.emplace_back(rows * cols);
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t j = 0; j < cols; ++j) {
@@ -76,23 +94,24 @@ class V4Binder {
       return Status::Ok();
     }
     ASSIGN_OR_RETURN(t, Get(name, {rows, cols}));
-    if (t->dtype == "BF16") {
+    if (t->dtype == DType::kBF16) {
       out->dtype = DType::kBF16;
       out->data = t->data;
-    } else if (t->dtype == "F32") {
+    } else if (t->dtype == DType::kF32) {
       auto& f = w_->f32_.emplace_back(rows * cols);
       std::memcpy(f.data(), t->data, rows * cols * 4);
       out->dtype = DType::kF32;
       out->data = f.data();
-    } else if (t->dtype == "F8_E4M3") {
-      ASSIGN_OR_RETURN(const V4Tensor* s, Scale(name, {(rows + 127) / 128, (cols + 127) / 128}));
+    } else if (t->dtype == DType::kF8E4M3) {
+      ASSIGN_OR_RETURN(const TensorInfo* s, Scale(name, {(rows + 127) / 128, (cols + 127) / 128}));
       auto& sc = w_->scales_.emplace_back(s->NumElements());
       for (size_t i = 0; i < sc.size(); ++i) sc[i] = Ue8m0ToF32(s->data[i]);
       out->dtype = DType::kF8E4M3;
       out->data = t->data;
       out->scale = sc.data();
     } else {
-      return Error(name, "dtype " + t->dtype + ", want F8_E4M3, I8 (FP4), BF16 or F32");
+      return Error(name, std::string("dtype ") + DTypeName(t->dtype) +
+                             ", want F8_E4M3, I8 (FP4), BF16 or F32");
     }
     return Status::Ok();
   }
@@ -115,11 +134,12 @@ class V4Binder {
     return Vec(p + ".norm.weight", {d}, &out->norm);
   }
 
-  Status Expert(const std::string& p, V4Expert* e) {
+  Status Expert(const std::string& p, MlpWeights* e) {
     const V4Config& c = w_->config_;
-    RETURN_IF_ERROR(Matrix(p + ".w1.weight", c.moe_inter, c.hidden_size, &e->w1));
-    RETURN_IF_ERROR(Matrix(p + ".w2.weight", c.hidden_size, c.moe_inter, &e->w2));
-    return Matrix(p + ".w3.weight", c.moe_inter, c.hidden_size, &e->w3);
+    e->swiglu_limit = static_cast<float>(c.swiglu_limit);
+    RETURN_IF_ERROR(Matrix(p + ".w1.weight", c.moe_inter, c.hidden_size, &e->gate));
+    RETURN_IF_ERROR(Matrix(p + ".w2.weight", c.hidden_size, c.moe_inter, &e->down));
+    return Matrix(p + ".w3.weight", c.moe_inter, c.hidden_size, &e->up);
   }
 
   Status Layer(int l, V4Layer* L) {
@@ -153,13 +173,13 @@ class V4Binder {
     RETURN_IF_ERROR(Matrix(f + "gate.weight", c.num_experts, D, &L->gate));
     if (l < c.num_hash_layers) {
       const std::string name = f + "gate.tid2eid";
-      ASSIGN_OR_RETURN(const V4Tensor* t, Get(name, {c.vocab_size, c.experts_per_token}));
-      if (t->dtype != "I64" && t->dtype != "I32")
-        return Error(name, "dtype " + t->dtype + ", want I64 or I32");
+      ASSIGN_OR_RETURN(const TensorInfo* t, Get(name, {c.vocab_size, c.experts_per_token}));
+      if (t->dtype != DType::kI64 && t->dtype != DType::kI32)
+        return Error(name, std::string("dtype ") + DTypeName(t->dtype) + ", want I64 or I32");
       L->tid2eid.resize(t->NumElements());
       for (size_t i = 0; i < L->tid2eid.size(); ++i) {
         int64_t v = 0;
-        if (t->dtype == "I64") {
+        if (t->dtype == DType::kI64) {
           std::memcpy(&v, t->data + 8 * i, 8);
         } else {
           int32_t v32;
@@ -192,12 +212,14 @@ class V4Binder {
 
  private:
   V4Weights* w_;
-  const V4Checkpoint& ck_;
+  const Checkpoint& ck_;
 };
 
-StatusOr<std::unique_ptr<V4Weights>> V4Weights::Load(const std::string& dir) {
+StatusOr<std::unique_ptr<V4Weights>> V4Weights::Load(const std::string& dir,
+                                                     const V4LoadOptions& options) {
   auto w = std::unique_ptr<V4Weights>(new V4Weights());
-  ASSIGN_OR_RETURN(w->ck_, V4Checkpoint::Open(dir));
+  w->options_ = options;
+  ASSIGN_OR_RETURN(w->ck_, Checkpoint::Open(dir));
   ASSIGN_OR_RETURN(w->config_, ParseV4Config(w->ck_->config_text(), dir + "/config.json"));
   V4Binder binder(w.get());
   RETURN_IF_ERROR(binder.All());

@@ -1,8 +1,11 @@
-// DeepSeek-V4's weights bound by name (docs/v4-model.md §2). Projections are WeightViews for
-// kernels::MatMul: BF16 views into the checkpoint's mapping, F8_E4M3 views with float scales
-// owned here (the UE8M0 bytes 2^(b - 127) decoded once), F32 matrices copied into owned aligned
-// storage. FP4 routed experts (I8, two e2m1 per byte, low nibble first, a UE8M0 scale per 32
-// inputs) are dequantized at load into owned BF16 (lossless: every e2m1 x 2^e is a BF16).
+// DeepSeek-V4's weights bound by name (docs/v4-model.md §2), read with io/checkpoint.h.
+// Projections are WeightViews for kernels::MatMul: BF16 views into the checkpoint's mapping,
+// F8_E4M3 views with float scales owned here (the UE8M0 bytes 2^(b - 127) decoded once), F32
+// matrices copied into owned aligned storage. FP4 routed experts (I8 [rows, cols / 2], two e2m1
+// per byte, low nibble first, + F8_E8M0 [rows, cols / 32]) are kF4E2M1 views whose data and
+// scale_ue8m0 point into the mapping (tensor/weight_view.h), a quarter of the bytes of BF16;
+// V4LoadOptions::Fp4::kBf16 instead dequantizes them at load into owned BF16 (lossless: every
+// e2m1 x 2^e is a BF16, so kernels::MatMul gives the same bits either way).
 // Vectors (norms, sinks, biases, ape, HC base/scale) are owned float copies.
 // Lifetime: a V4Weights holds the checkpoint mapping; views stay valid while it lives.
 // Thread safety: immutable after Load. The MTP modules' tensors are not bound (see v4_model.h).
@@ -16,8 +19,9 @@
 
 #include "base/aligned_vector.h"
 #include "base/status.h"
+#include "io/checkpoint.h"
+#include "model/experts.h"
 #include "model/v4/v4_config.h"
-#include "model/v4/v4_safetensors.h"
 #include "tensor/weight_view.h"
 
 namespace epserve::v4 {
@@ -34,10 +38,6 @@ struct V4Hc {
   std::vector<float> scale;  // [3] (head: [1])
 };
 
-struct V4Expert {
-  WeightView w1, w2, w3;  // [F, D], [D, F], [F, D]
-};
-
 struct V4Layer {
   int ratio = 0;
   std::vector<float> attn_norm, ffn_norm;
@@ -51,25 +51,42 @@ struct V4Layer {
   WeightView gate;                // [E, D]
   std::vector<int32_t> tid2eid;   // hash layers: [V, k]
   std::vector<float> gate_bias;   // other layers: [E]
-  std::vector<V4Expert> experts;
-  V4Expert shared;
+  // Routed (by expert id) and shared experts: gate = w1 [F, D], up = w3 [F, D], down = w2
+  // [D, F], swiglu_limit from the config.
+  std::vector<MlpWeights> experts;
+  MlpWeights shared;
 };
 
-class V4Weights {
+struct V4LoadOptions {
+  // How the FP4 routed experts are held: kNative (kF4E2M1 views into the mapping) or kBf16
+  // (dequantized at load into owned BF16, four times the bytes; for comparisons).
+  enum class Fp4 { kNative, kBf16 };
+  Fp4 fp4 = Fp4::kNative;
+};
+
+class V4Weights : public ExpertTable {
  public:
-  static StatusOr<std::unique_ptr<V4Weights>> Load(const std::string& dir);
+  static StatusOr<std::unique_ptr<V4Weights>> Load(const std::string& dir,
+                                                   const V4LoadOptions& options = {});
 
   const V4Config& config() const { return config_; }
+  // ExpertTable: layer l's routed experts (what the expert backends run).
+  const std::vector<MlpWeights>& RoutedExperts(int layer) const override {
+    return layers_[layer].experts;
+  }
   const std::vector<V4Layer>& layers() const { return layers_; }
   const WeightView& embed() const { return embed_; }  // [V, D]
   const WeightView& head() const { return head_; }    // [V, D]
   const std::vector<float>& norm() const { return norm_; }
   const V4Hc& hc_head() const { return hc_head_; }
+  // The mapped checkpoint the views point into.
+  const Checkpoint& checkpoint() const { return *ck_; }
 
  private:
   friend class V4Binder;
   V4Config config_;
-  std::unique_ptr<V4Checkpoint> ck_;
+  V4LoadOptions options_;
+  std::unique_ptr<Checkpoint> ck_;
   std::vector<V4Layer> layers_;
   WeightView embed_, head_;
   std::vector<float> norm_;
