@@ -8,10 +8,13 @@
 #include "comm/communicator.h"
 #include "io/npy.h"
 #include "model/generation_config.h"
+#include "model/v4/v4_model.h"
+#include "model/v4/v4_weights.h"
 #include "runtime/engine.h"
 #include "runtime/ep_runner.h"
 #include "runtime/generator.h"
 #include "runtime/loaded_model.h"
+#include "runtime/model_family.h"
 #include "runtime/trace_recorder.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -194,10 +197,10 @@ void PrintMtp(int64_t drafts, int64_t accepted) {
               drafts > 0 ? 1.0 + static_cast<double>(accepted) / drafts : 1.0);
 }
 
-void PrintPool(const EngineOptions& e, const ModelConfig& c, int64_t longest) {
+void PrintPool(const EngineOptions& e, const KvLayout& layout, int64_t longest) {
   const int64_t tokens = e.num_blocks * e.block_size;
-  const double mib = static_cast<double>(tokens) * c.num_hidden_layers *
-                     KvRowWidth(c, e.kv_dtype) * KvDTypeBytes(e.kv_dtype) / (1 << 20);
+  const double mib = static_cast<double>(tokens) * layout.num_layers * layout.row_width *
+                     KvDTypeBytes(e.kv_dtype) / (1 << 20);
   std::printf(
       "KV cache: %lld blocks x %lld positions = %lld tokens (%.1f MiB, %s); fits %lld request(s) "
       "of the longest, %lld tokens, at once\n",
@@ -320,6 +323,55 @@ Status ApplyGenerationConfig(const std::string& dir, GenerateFlags* f) {
   return Status::Ok();
 }
 
+// DeepSeek-V4 (model/v4/) through the same engine: the CPU forward pass, exact compute, f32
+// cache; flags for what V4 does not have yet are refused by name.
+Status RunV4(const GenerateFlags& f, const std::string& dir,
+             const std::vector<GenerateRequest>& reqs, EngineOptions engine, int64_t kv_bytes,
+             const text::Tokenizer* tok) {
+  const std::string what = dir + " is a DeepSeek-V4 checkpoint: ";
+  if (f.device.cuda())
+    return Status::InvalidArgument(what + "--device " + f.device.device +
+                                   ": the GPU backend does not run V4 yet");
+  if (f.tp != 1 || f.stats || !f.placement.empty())
+    return Status::InvalidArgument(what +
+                                   "--tp, --placement and --stats need mpirun, not built "
+                                   "for V4 yet");
+  if (!f.trace_out.empty() || f.expert_input != "f32" || f.requant != "none")
+    return Status::InvalidArgument(
+        what + "--trace-out, --expert-input fp8 and --requant are not implemented for V4 yet");
+  ASSIGN_OR_RETURN(std::unique_ptr<v4::V4Weights> weights, v4::V4Weights::Load(dir));
+  ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
+  v4::V4Model model(*weights, pool);
+  std::printf("model: %s\n", model.Describe().c_str());
+  if (f.overlap.mode != "none" && f.overlap.mode != "dispatch")
+    return Status::InvalidArgument(what + "--overlap " + f.overlap.mode +
+                                   " is not implemented for V4 (none or dispatch: one process "
+                                   "has nothing to overlap)");
+  engine.overlap = {.mode = Overlap::kNone};
+  RETURN_IF_ERROR(
+      model.CheckEngineOptions(engine.kv_dtype, engine.mtp, engine.overlap, engine.compute)
+          .WithContextOnce(what.substr(0, what.size() - 2)));
+  const KvLayout layout = model.CacheLayout(engine.kv_dtype, engine.mtp);
+  engine.num_blocks = kv_bytes > 0
+                          ? KvMemoryBlocks(layout, engine.kv_dtype, engine.block_size, kv_bytes)
+                          : BlocksForAll(reqs, engine.block_size);
+  if (engine.num_blocks < 1)
+    return Status::InvalidArgument("--kv-memory " + f.kv_memory + " holds not one cache block of " +
+                                   std::to_string(engine.block_size) + " positions");
+  PrintPool(engine, layout, Longest(reqs));
+  Engine eng(model, engine);
+  ASSIGN_OR_RETURN(GenerateResult res,
+                   RunRequests(eng, reqs, {.keep_logits = !f.logits_out.empty()}));
+  const EngineStats& st = res.stats;
+  std::printf(
+      "engine: %d steps, %lld of %lld prompt tokens from the prefix cache, %lld preemptions\n",
+      res.steps, static_cast<long long>(st.cached_prompt_tokens),
+      static_cast<long long>(st.prompt_tokens), static_cast<long long>(st.preemptions));
+  return Report(f, res.requests, model.vocab_size(),
+                {res.prefill_tokens, res.decode_tokens, res.prefill_seconds, res.decode_seconds},
+                tok);
+}
+
 Status Run(GenerateFlags f) {
   RETURN_IF_ERROR(CheckOutputs(f));
   std::string dir = f.model;
@@ -349,6 +401,14 @@ Status Run(GenerateFlags f) {
   if (comm::LaunchedByMpi() && f.device.cuda())
     return Status::InvalidArgument("--device " + f.device.device +
                                    ": expert parallelism across GPU ranks is not built yet");
+  ASSIGN_OR_RETURN(const ModelFamily family, DetectModelFamily(dir));
+  if (family == ModelFamily::kDeepSeekV4) {
+    if (comm::LaunchedByMpi())
+      return Status::InvalidArgument(
+          dir +
+          " is a DeepSeek-V4 checkpoint: expert parallelism (mpirun) for V4 is not built yet");
+    return RunV4(f, dir, reqs, engine, kv_bytes, tok.get());
+  }
   if (comm::LaunchedByMpi()) return RunDistributed(f, dir, reqs, engine, kv_bytes, tok.get());
   if (f.tp != 1 || f.stats || !f.placement.empty())
     return Status::InvalidArgument(
@@ -396,7 +456,7 @@ Status Run(GenerateFlags f) {
                                  .compute_fast = f.compute != "exact",
                                  .requant = f.requant != "none"},
                                 *loaded, &model, &engine));
-  PrintPool(engine, c, Longest(reqs));
+  PrintPool(engine, model.CacheLayout(engine.kv_dtype, engine.mtp), Longest(reqs));
   Engine eng(model, engine);
   ASSIGN_OR_RETURN(GenerateResult res,
                    RunRequests(eng, reqs, {.keep_logits = !f.logits_out.empty()}));

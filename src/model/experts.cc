@@ -19,6 +19,13 @@ void RunMlp(const MlpWeights& w, const float* x, int64_t rows, float* out, MlpSc
       {.x = x, .num_rows = rows, .w = w.gate, .y = s.gate.data(), .compute = compute},
       {.x = x, .num_rows = rows, .w = w.up, .y = s.up.data(), .compute = compute}};
   kernels::MatMulBatch(gate_up, pool);
+  if (w.swiglu_limit > 0) {
+    const float lim = w.swiglu_limit;
+    for (int64_t i = 0; i < rows * width; ++i) {
+      s.gate[i] = std::min(s.gate[i], lim);
+      s.up[i] = std::min(std::max(s.up[i], -lim), lim);
+    }
+  }
   kernels::SiluMul(s.gate.data(), s.up.data(), rows * width, s.gate.data());
   kernels::MatMul({.x = s.gate.data(), .num_rows = rows, .w = w.down, .y = out, .compute = compute},
                   pool);
@@ -31,6 +38,7 @@ Status RunGroupedExperts(const GroupedExpertsArgs& a, MlpScratch& scratch, Threa
   std::vector<kernels::ExpertMlpWeights> weights;
   std::vector<int64_t> offsets{a.offsets[0]};
   int64_t width = 0;
+  float limit = 0;
   for (int g = 0; g < a.num_groups; ++g) {
     const int64_t rows = a.offsets[g + 1] - a.offsets[g];
     if (rows == 0) continue;
@@ -41,6 +49,7 @@ Status RunGroupedExperts(const GroupedExpertsArgs& a, MlpScratch& scratch, Threa
     weights.push_back({.gate = w.gate, .up = w.up, .down = w.down});
     offsets.push_back(a.offsets[g + 1]);
     width = w.gate.rows;
+    limit = w.swiglu_limit;
   }
   if (width == 0) return Status::Ok();
   const int64_t rows = offsets.back();
@@ -51,7 +60,8 @@ Status RunGroupedExperts(const GroupedExpertsArgs& a, MlpScratch& scratch, Threa
                        .x = a.x,
                        .h = scratch.gate.data(),
                        .out = a.out,
-                       .compute = a.compute},
+                       .compute = a.compute,
+                       .swiglu_limit = limit},
                       pool);
   return Status::Ok();
 }
@@ -80,7 +90,7 @@ ExpertMajorLayout LayoutExpertMajor(const int32_t* expert_ids, int64_t num_pairs
 Status LocalExperts::Compute(int slot) {
   Slot& sl = slots_[slot];
   const RoutedBatch& b = sl.batch;
-  const auto& experts = weights_.Layer(b.layer).moe->experts;
+  const auto& experts = table_.RoutedExperts(b.layer);
   const int num_experts = static_cast<int>(experts.size());
   const int64_t slots = b.num_tokens * b.top_k;
   sl.layout = LayoutExpertMajor(b.expert_ids, slots, num_experts);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "base/aligned_vector.h"
@@ -51,7 +52,28 @@ class ExpertBackend {
   virtual StatusOr<int64_t> AgreeMax(int64_t value) { return value; }
 };
 
-// Computes a SwiGLU MLP over rows: out[r] = down(silu(gate x[r]) * up x[r]).
+// The routed experts of each MoE layer, by expert id, as the backends read them (an expert
+// this rank does not hold is empty). A model family provides one (DeepSeek-V4: v4::V4Weights);
+// ModelExpertTable reads DeepSeek-V2/V3's ModelWeights, live (online re-placement binds experts
+// after the load).
+class ExpertTable {
+ public:
+  virtual ~ExpertTable() = default;
+  virtual const std::vector<MlpWeights>& RoutedExperts(int layer) const = 0;
+};
+class ModelExpertTable final : public ExpertTable {
+ public:
+  explicit ModelExpertTable(const ModelWeights& weights) : weights_(weights) {}
+  const std::vector<MlpWeights>& RoutedExperts(int layer) const override {
+    return weights_.Layer(layer).moe->experts;
+  }
+
+ private:
+  const ModelWeights& weights_;
+};
+
+// Computes a SwiGLU MLP over rows: out[r] = down(silu(gate x[r]) * up x[r]) (with the weights'
+// swiglu_limit clamp).
 // Scratch vectors are resized as needed.
 struct MlpScratch {
   AlignedVector<float> gate, up;
@@ -94,7 +116,15 @@ class LocalExperts : public ExpertBackend {
   // config says scale_fmt ue8m0 (DispatchOptions::ue8m0_scales).
   LocalExperts(const ModelWeights& weights, ThreadPool& pool,
                ExpertInputFormat format = ExpertInputFormat::kF32, bool ue8m0_scales = false)
-      : weights_(weights), pool_(pool), format_(format), ue8m0_(ue8m0_scales) {}
+      : own_table_(std::make_unique<ModelExpertTable>(weights)),
+        table_(*own_table_),
+        pool_(pool),
+        format_(format),
+        ue8m0_(ue8m0_scales) {}
+  // Any family's experts (`table` must outlive this).
+  LocalExperts(const ExpertTable& table, ThreadPool& pool,
+               ExpertInputFormat format = ExpertInputFormat::kF32, bool ue8m0_scales = false)
+      : table_(table), pool_(pool), format_(format), ue8m0_(ue8m0_scales) {}
   Status Start(int slot, const RoutedBatch& batch) override;
   Status Compute(int slot) override;
   Status Finish(int slot, float* out) override;
@@ -105,7 +135,8 @@ class LocalExperts : public ExpertBackend {
     ExpertMajorLayout layout;
     AlignedVector<float> packed_x, packed_y;
   };
-  const ModelWeights& weights_;
+  std::unique_ptr<ModelExpertTable> own_table_;
+  const ExpertTable& table_;
   ThreadPool& pool_;
   ExpertInputFormat format_;
   bool ue8m0_;

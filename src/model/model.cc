@@ -76,25 +76,6 @@ void Model::PrepareAbsorbedUk() {
   uk_t_ = AbsorbedUk(config_, weights_, tp_.rank * heads, heads);
 }
 
-const char* OverlapName(Overlap mode) {
-  switch (mode) {
-    case Overlap::kNone:
-      return "none";
-    case Overlap::kDispatch:
-      return "dispatch";
-    case Overlap::kMicroBatch:
-      return "microbatch";
-  }
-  return "?";
-}
-
-StatusOr<Overlap> ParseOverlap(const std::string& name) {
-  for (Overlap mode : {Overlap::kNone, Overlap::kDispatch, Overlap::kMicroBatch})
-    if (name == OverlapName(mode)) return mode;
-  return Status::InvalidArgument("overlap mode \"" + name +
-                                 "\" (want none, dispatch or microbatch)");
-}
-
 namespace {
 // Copies tokens [begin, begin + count) of `from` (tables and hidden rows) into `to`.
 template <typename W>
@@ -114,13 +95,6 @@ void CopyTokens(const W& from, int64_t begin, int64_t count, int hidden, W* to) 
   if (count > 0) std::memcpy(to->x.data(), &from.x[begin * hidden], count * hidden * sizeof(float));
 }
 }  // namespace
-
-std::string NonFiniteActivation::Message() const {
-  const std::string where =
-      layer < 0 ? "embedding" : "layer " + std::to_string(layer) + " (" + part + ")";
-  return where + ": non-finite activation (" + (nan ? "NaN" : "Inf") + ") at token position " +
-         std::to_string(position);
-}
 
 Status Model::Forward(const ForwardBatch& batch, LatentKvCache& cache, float* logits) {
   ForwardBatch b = batch;
@@ -143,6 +117,25 @@ Status Model::Forward(const ForwardBatch& batch, LatentKvCache& cache, float* lo
   return Status::Ok();
 }
 
+std::string Model::Describe() const {
+  return "DeepSeek-V2/V3 (" + std::to_string(config_.num_hidden_layers) + " layers, hidden " +
+         std::to_string(config_.hidden_size) + ", " + std::to_string(config_.n_routed_experts) +
+         " routed experts" + (config_.sparse.enabled() ? ", V3.2 sparse attention)" : ")");
+}
+
+Status Model::CheckEngineOptions(KvDType, bool mtp, const OverlapOptions&, kernels::Compute) const {
+  if (mtp && config_.num_nextn_predict_layers < 1)
+    return Status::InvalidArgument(
+        "--mtp on: the model has no MTP module (num_nextn_predict_layers is 0)");
+  return Status::Ok();
+}
+
+KvLayout Model::CacheLayout(KvDType kv_dtype, bool mtp) const {
+  return {.num_layers = config_.num_hidden_layers + (mtp ? config_.num_nextn_predict_layers : 0),
+          .row_width = KvRowWidth(config_, kv_dtype),
+          .index_bytes = IndexKeyBytes(config_)};
+}
+
 Status CheckKvFits(const ModelConfig& c, const KvBlocks& kv) {
   if ((kv.num_layers != c.num_hidden_layers &&
        kv.num_layers != c.num_hidden_layers + c.num_nextn_predict_layers) ||
@@ -153,30 +146,7 @@ Status CheckKvFits(const ModelConfig& c, const KvBlocks& kv) {
 }
 
 Status CheckBatch(const ModelConfig& c, const ForwardBatch& batch, const KvBlocks& kv) {
-  for (const SequenceChunk& ch : batch.chunks) {
-    const int64_t end = ch.start + static_cast<int64_t>(ch.tokens.size());
-    if (ch.tokens.empty())
-      return Status::InvalidArgument("empty chunk for sequence " + std::to_string(ch.sequence_id));
-    if (ch.want_logits && (ch.num_logits < 1 || ch.num_logits > static_cast<int>(ch.tokens.size())))
-      return Status::InvalidArgument(
-          "sequence " + std::to_string(ch.sequence_id) + ": " + std::to_string(ch.num_logits) +
-          " logits rows from a chunk of " + std::to_string(ch.tokens.size()) + " tokens");
-    if (ch.start < 0 || end > static_cast<int64_t>(ch.blocks.size()) * kv.block_size)
-      return Status::InvalidArgument(
-          "sequence " + std::to_string(ch.sequence_id) + " needs " + std::to_string(end) +
-          " positions; its block table holds " +
-          std::to_string(static_cast<int64_t>(ch.blocks.size()) * kv.block_size));
-    for (int32_t b : ch.blocks)
-      if (b < 0 || b >= kv.num_blocks)
-        return Status::InvalidArgument("sequence " + std::to_string(ch.sequence_id) + ": block " +
-                                       std::to_string(b) + " outside the pool of " +
-                                       std::to_string(kv.num_blocks));
-    for (int32_t tok : ch.tokens)
-      if (tok < 0 || tok >= c.vocab_size)
-        return Status::InvalidArgument("token id " + std::to_string(tok) + " out of range [0, " +
-                                       std::to_string(c.vocab_size) + ")");
-  }
-  return Status::Ok();
+  return CheckBatchShape(batch, kv, c.vocab_size);
 }
 
 Status Model::Prepare(const ForwardBatch& batch, const KvBlocks& kv, const WeightView& embed) {

@@ -19,6 +19,7 @@
 #include "model/absorbed_uk.h"
 #include "model/config.h"
 #include "model/experts.h"
+#include "model/forward_pass.h"
 #include "model/kv_cache.h"
 #include "model/rope.h"
 #include "model/weights.h"
@@ -36,52 +37,6 @@ class SparseIndexer;
 //   A1 A2 A3 B1 A4 B2 A5 B3 A1' B4 A2' B5 A3' B1' ...
 // so A's dispatch travels during B1, A's combine during B2, B's dispatch during A1' and B's
 // combine during A2'. The halves join again before the head.
-
-// One sequence's new tokens for this step. They occupy positions
-// [start, start + tokens.size()); rows [0, start) are already in the cache.
-struct SequenceChunk {
-  int slot = 0;  // only for Forward(batch, LatentKvCache&): that overload fills start and blocks
-  std::vector<int32_t> tokens;
-  uint32_t sequence_id = 0;  // the request's id, for traces and routing keys
-  int64_t start = 0;
-  // Block table covering at least positions [0, start + tokens.size()); must stay valid for the
-  // duration of Forward.
-  std::span<const int32_t> blocks;
-  // Whether the chunk's last token produces a logits row (a prompt's last chunk, a decode).
-  bool want_logits = true;
-  // With want_logits: how many of the chunk's last tokens produce logits rows (2 when a
-  // speculative decode verifies a draft token). 1 <= num_logits <= tokens.size().
-  int num_logits = 1;
-};
-
-struct ForwardBatch {
-  std::vector<SequenceChunk> chunks;
-};
-
-// Called for each MoE layer with the batch's routing decisions (for traces and stats), with each
-// token's sequence id and position.
-struct RouteEvent {
-  int layer = 0;
-  int64_t num_tokens = 0;
-  int top_k = 0;
-  const int32_t* expert_ids = nullptr;  // [num_tokens, top_k]
-  const float* weights = nullptr;       // [num_tokens, top_k]
-  const uint32_t* sequence_ids = nullptr;
-  const int64_t* positions = nullptr;
-};
-using RouteObserver = std::function<void(const RouteEvent& event)>;
-
-// Where a chunk's hidden state first went NaN or infinite in a Forward (broken weights, an
-// overflow). Generation of that sequence must stop: everything after it is garbage.
-struct NonFiniteActivation {
-  size_t chunk = 0;       // index into ForwardBatch::chunks
-  int layer = -1;         // -1: the embedding rows
-  const char* part = "";  // "embedding", "attention", "moe" or "mlp": whose output it was
-  int64_t position = 0;   // the token's position in its sequence
-  bool nan = true;        // NaN, else an infinity
-  // "layer 3 (moe): non-finite activation (NaN) at token position 5"
-  std::string Message() const;
-};
 
 // The checks of a forward pass's inputs, whichever backend runs it (Model and
 // cuda::CudaModel call the same ones). CheckKvFits: the cache has the model's layers (with or
@@ -114,25 +69,6 @@ struct TensorParallel {
   comm::Communicator* group = nullptr;  // the DP group's ranks, rank order = TP rank
 };
 
-// How a MoE layer overlaps its expert exchange with compute (SPEC §5). Every mode gives the same
-// bits for every token: only the order of the work changes.
-enum class Overlap : uint8_t {
-  kNone,        // dispatch, routed experts, combine, then the shared expert: nothing overlaps
-  kDispatch,    // the shared expert runs while the dispatch travels
-  kMicroBatch,  // two half batches 3 stages apart through the 5-stage layer (below)
-};
-const char* OverlapName(Overlap mode);                    // "none" | "dispatch" | "microbatch"
-StatusOr<Overlap> ParseOverlap(const std::string& name);  // the error names the value
-
-struct OverlapOptions {
-  Overlap mode = Overlap::kDispatch;
-  // kMicroBatch only: split a step only when its largest DP group batch (tokens, agreed over
-  // the ranks with ExpertBackend::AgreeMax, one small collective per step) is at least this;
-  // smaller steps run as kDispatch. <= 1: always split, no collective. `--overlap auto` sets it
-  // to the planner's crossover.
-  int64_t min_tokens = 0;
-};
-
 // Wall time spent per part of the step, accumulated over Forward calls (seconds).
 struct StepTimes {
   double attention = 0, gemm = 0, gate = 0, shared_expert = 0, routed_experts = 0, lm_head = 0,
@@ -153,11 +89,22 @@ struct StepTimes {
   }
 };
 
-class Model {
+class Model : public ForwardPass {
  public:
   // config and weights must outlive the model; experts may be replaced with SetExperts.
   Model(const ModelConfig& config, const ModelWeights& weights, ThreadPool& pool);
-  ~Model();
+  ~Model() override;
+
+  // ForwardPass: the family's facts for the engine.
+  std::string Describe() const override;
+  int vocab_size() const override { return config_.vocab_size; }
+  int64_t max_positions() const override { return config_.max_position_embeddings; }
+  int num_mtp_layers() const override { return config_.num_nextn_predict_layers; }
+  // Every option is supported here (a device backend refuses MTP at its callers).
+  Status CheckEngineOptions(KvDType kv_dtype, bool mtp, const OverlapOptions& overlap,
+                            kernels::Compute compute) const override;
+  // The latent rows (KvRowWidth, IndexKeyBytes) of num_hidden_layers (+ MTP) layers.
+  KvLayout CacheLayout(KvDType kv_dtype, bool mtp) const override;
 
   void SetExperts(ExpertBackend* experts) { experts_ = experts; }
   // Runs Forward on `backend` (not owned; must outlive the model) instead of this CPU; null
@@ -174,12 +121,12 @@ class Model {
   // rounding. Applies to the next Forward.
   // kFast with a fast kernel also builds W_ukᵀ per local head (absorbed_uk.h) for the absorbed
   // query product.
-  void SetCompute(kernels::Compute compute);
+  void SetCompute(kernels::Compute compute) override;
   kernels::Compute compute() const { return compute_; }
   // How MoE layers overlap communication (applies to the next Forward; ForwardMtp's single
   // layer always runs as kDispatch). Under expert parallelism every rank must use the same
   // options: the number of exchanges per layer follows from them.
-  void SetOverlap(const OverlapOptions& overlap) { overlap_ = overlap; }
+  void SetOverlap(const OverlapOptions& overlap) override { overlap_ = overlap; }
   const OverlapOptions& overlap() const { return overlap_; }
   // Whether the last Forward ran its MoE layers as two micro-batches; how many Forwards did, of
   // how many.
@@ -192,7 +139,7 @@ class Model {
   // chunk order. A batch without tokens still runs every layer's collectives (expert
   // parallelism needs every rank in every step). Errors: unknown token ids, a block table too
   // short for its chunk, a block id outside the pool.
-  Status Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logits);
+  Status Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logits) override;
   // The MTP module (multi-token prediction, DeepSeek-V3; module 0 of num_nextn_predict_layers)
   // over a batch shaped like Forward's: chunk token i is the token *after* position start + i,
   // and hidden_rows gives, for every token of the batch in order, the row of hidden() (the
@@ -203,9 +150,9 @@ class Model {
   // (a draft only changes speed, never output).
   // REQUIRES: kv has num_hidden_layers + num_nextn_predict_layers layers.
   Status ForwardMtp(const ForwardBatch& batch, std::span<const int64_t> hidden_rows,
-                    const KvBlocks& kv, float* logits);
+                    const KvBlocks& kv, float* logits) override;
   // Whether Forward keeps every token's final-normed hidden state in hidden() (for ForwardMtp).
-  void SetKeepHidden(bool keep) { keep_hidden_ = keep; }
+  void SetKeepHidden(bool keep) override { keep_hidden_ = keep; }
   // [tokens of the last Forward, hidden_size] when SetKeepHidden(true).
   const AlignedVector<float>& hidden() const { return hidden_; }
   // The same over a LatentKvCache: each chunk's start and blocks come from its slot, and the
@@ -219,7 +166,7 @@ class Model {
   // collectives of expert parallelism stay in step); the caller fails those sequences (the
   // engine does in Engine::Complete). Each layer's output is checked once (one pass over
   // tokens x hidden), the embedding rows too.
-  const std::vector<NonFiniteActivation>& non_finite() const { return non_finite_; }
+  const std::vector<NonFiniteActivation>& non_finite() const override { return non_finite_; }
 
  private:
   struct Workspace;

@@ -143,17 +143,17 @@ ForwardBatch ToBatch(const StepPlan& plan) {
 }
 }  // namespace
 
-Status ExecutePlan(Model& model, const StepPlan& plan, const KvBlocks& kv,
+Status ExecutePlan(ForwardPass& model, const StepPlan& plan, const KvBlocks& kv,
                    std::vector<float>* logits) {
   const ForwardBatch batch = ToBatch(plan);
-  logits->resize(std::max<int64_t>(1, plan.num_logits()) * model.config().vocab_size);
+  logits->resize(std::max<int64_t>(1, plan.num_logits()) * model.vocab_size());
   return model.Forward(batch, kv, logits->data());
 }
 
-Status ExecuteDraftPlan(Model& model, const StepPlan& drafts, const KvBlocks& kv,
+Status ExecuteDraftPlan(ForwardPass& model, const StepPlan& drafts, const KvBlocks& kv,
                         std::vector<float>* logits) {
   const ForwardBatch batch = ToBatch(drafts);
-  logits->resize(std::max<int64_t>(1, drafts.num_logits()) * model.config().vocab_size);
+  logits->resize(std::max<int64_t>(1, drafts.num_logits()) * model.vocab_size());
   return model.ForwardMtp(batch, drafts.hidden_rows, kv, logits->data());
 }
 
@@ -166,24 +166,35 @@ Status CheckMtp(const ModelConfig& c, bool mtp) {
 
 int64_t KvMemoryBlocks(const ModelConfig& c, KvDType dtype, int64_t block_size, int64_t bytes,
                        bool mtp) {
-  const int64_t layers = c.num_hidden_layers + (mtp ? c.num_nextn_predict_layers : 0);
-  const int64_t per_block = block_size * layers * KvRowWidth(c, dtype) * KvDTypeBytes(dtype);
+  return KvMemoryBlocks({.num_layers = c.num_hidden_layers + (mtp ? c.num_nextn_predict_layers : 0),
+                         .row_width = KvRowWidth(c, dtype)},
+                        dtype, block_size, bytes);
+}
+
+int64_t KvMemoryBlocks(const KvLayout& layout, KvDType dtype, int64_t block_size, int64_t bytes) {
+  const int64_t per_block =
+      block_size * layout.num_layers * int64_t{layout.row_width} * KvDTypeBytes(dtype);
   return bytes / per_block;
 }
 
-Engine::Engine(Model& model, const EngineOptions& o)
-    : model_(model),
-      options_(o),
-      pool_({.num_layers = model.config().num_hidden_layers +
-                           (o.mtp ? model.config().num_nextn_predict_layers : 0),
-             .row_width = KvRowWidth(model.config(), o.kv_dtype),
-             .index_bytes = IndexKeyBytes(model.config()),
-             .block_size = o.block_size,
-             .num_blocks = o.num_blocks,
-             .dtype = o.kv_dtype,
-             .external = o.kv_storage}) {
+namespace {
+KvBlockPoolOptions PoolOptions(const ForwardPass& model, const EngineOptions& o) {
+  const KvLayout layout = model.CacheLayout(o.kv_dtype, o.mtp);
+  return {.num_layers = layout.num_layers,
+          .row_width = layout.row_width,
+          .index_bytes = layout.index_bytes,
+          .block_size = o.block_size,
+          .num_blocks = o.num_blocks,
+          .dtype = o.kv_dtype,
+          .external = o.kv_storage};
+}
+}  // namespace
+
+Engine::Engine(ForwardPass& model, const EngineOptions& o)
+    : model_(model), options_(o), pool_(PoolOptions(model, o)) {
   CHECK(o.num_blocks > 0 && o.block_size > 0 && o.max_batch_tokens > 0 && o.max_running > 0);
-  CHECK(!o.mtp || model.config().num_nextn_predict_layers > 0) << "MTP without an MTP module";
+  const Status supported = model.CheckEngineOptions(o.kv_dtype, o.mtp, o.overlap, o.compute);
+  CHECK(supported.ok()) << supported.ToString();
   if (o.mtp) model_.SetKeepHidden(true);
   model_.SetOverlap(o.overlap);
   model_.SetCompute(o.compute);
@@ -207,21 +218,21 @@ StatusOr<std::unique_ptr<TokenConstraint>> Engine::MakeConstraint(const EngineRe
 }
 
 StatusOr<RequestId> Engine::Submit(EngineRequest r, std::unique_ptr<TokenConstraint> constraint) {
-  const ModelConfig& c = model_.config();
+  const int vocab = model_.vocab_size();
   if (r.prompt.empty()) return Status::InvalidArgument("the prompt is empty");
   for (size_t i = 0; i < r.prompt.size(); ++i)
-    if (r.prompt[i] < 0 || r.prompt[i] >= c.vocab_size)
+    if (r.prompt[i] < 0 || r.prompt[i] >= vocab)
       return Status::InvalidArgument("prompt token " + std::to_string(i) + " is " +
                                      std::to_string(r.prompt[i]) + ", outside the vocabulary [0, " +
-                                     std::to_string(c.vocab_size) + ")");
+                                     std::to_string(vocab) + ")");
   if (r.max_tokens < 1)
     return Status::InvalidArgument("max_tokens must be >= 1, got " + std::to_string(r.max_tokens));
   const int64_t prompt = static_cast<int64_t>(r.prompt.size());
-  if (prompt + r.max_tokens > c.max_position_embeddings)
+  if (prompt + r.max_tokens > model_.max_positions())
     return Status::InvalidArgument("prompt (" + std::to_string(prompt) + " tokens) + max_tokens (" +
                                    std::to_string(r.max_tokens) +
                                    ") exceeds the model's context of " +
-                                   std::to_string(c.max_position_embeddings));
+                                   std::to_string(model_.max_positions()));
   // The last sampled token is never fed back, so prompt + max_tokens - 1 positions at most.
   const int64_t positions = prompt + r.max_tokens - 1;
   const int64_t need = (positions + options_.block_size - 1) / options_.block_size;
@@ -233,17 +244,17 @@ StatusOr<RequestId> Engine::Submit(EngineRequest r, std::unique_ptr<TokenConstra
         std::to_string(pool_.num_blocks() * options_.block_size) +
         " positions): raise --kv-memory or lower max_tokens");
   for (int32_t t : r.stop_ids)
-    if (t < 0 || t >= c.vocab_size)
+    if (t < 0 || t >= vocab)
       return Status::InvalidArgument("stop token " + std::to_string(t) +
                                      " is outside the vocabulary");
   if (r.logprobs > 20)
     return Status::InvalidArgument("logprobs must be at most 20, got " +
                                    std::to_string(r.logprobs));
   for (const auto& [t, bias] : r.adjust.logit_bias)
-    if (t < 0 || t >= c.vocab_size || std::isnan(bias) || bias == INFINITY)  // -inf: banned
+    if (t < 0 || t >= vocab || std::isnan(bias) || bias == INFINITY)  // -inf: banned
       return Status::InvalidArgument(
           "logit_bias: token " + std::to_string(t) +
-          (t < 0 || t >= c.vocab_size ? " is outside the vocabulary" : " has a NaN or +inf bias"));
+          (t < 0 || t >= vocab ? " is outside the vocabulary" : " has a NaN or +inf bias"));
   if (!(r.adjust.repetition_penalty > 0.0f) || !std::isfinite(r.adjust.repetition_penalty))
     return Status::InvalidArgument("repetition_penalty must be > 0");
   if (r.resumed_tokens < 0 || r.resumed_tokens >= prompt)
@@ -443,7 +454,7 @@ std::vector<TokenEvent> Engine::Complete(const StepPlan& plan, const std::vector
   std::vector<TokenEvent> events = std::move(early_events_);
   early_events_.clear();
   ++stats_.steps;
-  const int V = model_.config().vocab_size;
+  const int V = model_.vocab_size();
   // The chunks whose activations went non-finite in the Forward that ran this plan.
   const std::vector<NonFiniteActivation>& bad = model_.non_finite();
   auto next_bad = bad.begin();
@@ -524,7 +535,7 @@ std::vector<TokenEvent> Engine::Complete(const StepPlan& plan, const std::vector
 
 const float* Engine::Adjusted(Sequence& s, const float* row, std::string* error) {
   if (!s.logits.active()) return row;
-  const int V = model_.config().vocab_size;
+  const int V = model_.vocab_size();
   const float* p = s.logits.Apply(row, V, s.generated, s.request.max_tokens - s.generated);
   for (int v = 0; v < V; ++v)
     if (p[v] > -std::numeric_limits<float>::infinity()) return p;
@@ -536,7 +547,7 @@ const float* Engine::Adjusted(Sequence& s, const float* row, std::string* error)
 
 FinishReason Engine::Emit(Sequence& s, int32_t token, const float* l, std::string* error,
                           std::vector<TokenEvent>* events) {
-  const int V = model_.config().vocab_size;
+  const int V = model_.vocab_size();
   TokenEvent ev{.request = s.id, .token = token};
   if (s.request.logprobs >= 0) {
     float mx = -INFINITY;
@@ -588,7 +599,7 @@ void Engine::AddDrafts(const Sequence& s, const PlannedChunk& c, int64_t token0,
 StepPlan Engine::ScheduleDrafts() { return std::exchange(pending_drafts_, StepPlan()); }
 
 void Engine::CompleteDrafts(const StepPlan& drafts, const std::vector<float>& logits) {
-  const int V = model_.config().vocab_size;
+  const int V = model_.vocab_size();
   int64_t row = 0;
   for (const PlannedChunk& c : drafts.chunks) {
     if (!c.want_logits) continue;

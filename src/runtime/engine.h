@@ -129,11 +129,11 @@ struct StepPlan {
 };
 
 // Runs a plan through the model over `kv`; logits receives num_logits() rows.
-Status ExecutePlan(Model& model, const StepPlan& plan, const KvBlocks& kv,
+Status ExecutePlan(ForwardPass& model, const StepPlan& plan, const KvBlocks& kv,
                    std::vector<float>* logits);
 // Runs a draft plan through the model's MTP module (Model::ForwardMtp) on the hidden states of
 // the model's last Forward; logits receives num_logits() rows.
-Status ExecuteDraftPlan(Model& model, const StepPlan& drafts, const KvBlocks& kv,
+Status ExecuteDraftPlan(ForwardPass& model, const StepPlan& drafts, const KvBlocks& kv,
                         std::vector<float>* logits);
 
 // One draft's logits row (EngineOptions::keep_draft_logits): the MTP module's output at
@@ -157,7 +157,7 @@ struct EngineStats {
 class Engine {
  public:
   // model must outlive the engine. REQUIRES: options.num_blocks > 0.
-  Engine(Model& model, const EngineOptions& options);
+  Engine(ForwardPass& model, const EngineOptions& options);
   ~Engine();
 
   // Queues a request. Errors (nothing queued): an empty prompt, token ids outside the
@@ -197,7 +197,7 @@ class Engine {
   const KvBlockPool& pool() const { return pool_; }
   const EngineStats& stats() const { return stats_; }
   const EngineOptions& options() const { return options_; }
-  Model& model() { return model_; }
+  ForwardPass& model() { return model_; }
 
  private:
   // The request's stop ids: its own, else the model's defaults when it uses them.
@@ -223,7 +223,7 @@ class Engine {
   // first token in the main pass).
   void AddDrafts(const Sequence& s, const PlannedChunk& c, int64_t token0, bool want_draft);
 
-  Model& model_;
+  ForwardPass& model_;
   EngineOptions options_;
   KvBlockPool pool_;
   RequestId next_id_ = 1;
@@ -245,5 +245,7 @@ Status CheckMtp(const ModelConfig& config, bool mtp);
 // With mtp the blocks also hold the MTP module's layer.
 int64_t KvMemoryBlocks(const ModelConfig& config, KvDType dtype, int64_t block_size, int64_t bytes,
                        bool mtp = false);
+// The same for any family's cache layout (ForwardPass::CacheLayout).
+int64_t KvMemoryBlocks(const KvLayout& layout, KvDType dtype, int64_t block_size, int64_t bytes);
 
 }  // namespace epserve

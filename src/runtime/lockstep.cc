@@ -32,13 +32,13 @@ StatusOr<bool> ShareStepPlan(const Lockstep& ls, StepPlan* plan) {
 }
 }  // namespace
 
-Status RunStepPlan(const Lockstep& ls, Model& model, StepPlan* plan, const KvBlocks& kv,
+Status RunStepPlan(const Lockstep& ls, ForwardPass& model, StepPlan* plan, const KvBlocks& kv,
                    std::vector<float>* logits) {
   ASSIGN_OR_RETURN(const bool run, ShareStepPlan(ls, plan));
   return run ? ExecutePlan(model, *plan, kv, logits) : Status::Ok();
 }
 
-Status RunDraftPlan(const Lockstep& ls, Model& model, StepPlan* drafts, const KvBlocks& kv,
+Status RunDraftPlan(const Lockstep& ls, ForwardPass& model, StepPlan* drafts, const KvBlocks& kv,
                     std::vector<float>* logits) {
   ASSIGN_OR_RETURN(const bool run, ShareStepPlan(ls, drafts));
   return run ? ExecuteDraftPlan(model, *drafts, kv, logits) : Status::Ok();

@@ -49,12 +49,12 @@ Status AgreeStep(const Lockstep& ls, StepVote* vote);
 
 // Followers receive their leader's plan; then everyone runs it (with zero chunks too when
 // distributed: the MoE collectives need every rank).
-Status RunStepPlan(const Lockstep& ls, Model& model, StepPlan* plan, const KvBlocks& kv,
+Status RunStepPlan(const Lockstep& ls, ForwardPass& model, StepPlan* plan, const KvBlocks& kv,
                    std::vector<float>* logits);
 
 // With MTP, after the leader's Complete: the step's draft pass (Engine::ScheduleDrafts on the
 // leader), the same way: followers receive it, everyone runs the MTP module.
-Status RunDraftPlan(const Lockstep& ls, Model& model, StepPlan* drafts, const KvBlocks& kv,
+Status RunDraftPlan(const Lockstep& ls, ForwardPass& model, StepPlan* drafts, const KvBlocks& kv,
                     std::vector<float>* logits);
 
 // The whole draft phase of a step for a driver: schedule (leader), run, complete (leader).

@@ -52,7 +52,9 @@ def prefix(out_path, vocab=1024):
 
 if __name__ == "__main__":
     if sys.argv[1] == "mixed":
-        mixed(sys.argv[2], sys.argv[3])
+        # Optional: --vocab V (token ids drawn from [2, V)).
+        vocab = int(sys.argv[sys.argv.index("--vocab") + 1]) if "--vocab" in sys.argv else 1024
+        mixed(sys.argv[2], sys.argv[3], vocab=vocab)
     elif sys.argv[1] == "prefix":
         prefix(sys.argv[2])
     else:

@@ -8,41 +8,60 @@
 #include "kernels/sparse_index.h"
 #include "model/v4/v4_matmul.h"
 #include "model/v4/v4_model.h"
+#include "model/v4/v4_step.h"
 
 namespace epserve::v4 {
 
-void V4Model::Compress(const V4Compressor& w, int ratio, int64_t d, bool indexer,
-                       V4CompressorState& cs, int64_t p0, int64_t T, const float* a,
-                       std::vector<float>& entries) {
-  const int64_t cd = V4Config::CompressFactor(ratio) * d, R = c_.rope_dim;
+void V4Model::Compress(const V4Compressor& w, int l, int ratio, bool indexer, const Step& s,
+                       const float* a) {
+  const int64_t d = indexer ? c_.index_dim : c_.head_dim;
+  const int64_t cd = V4Config::CompressFactor(ratio) * d, R = c_.rope_dim, T = s.T;
+  const V4CacheRow& row = rows_[l];
+  const int64_t at_kappa = indexer ? row.ikappa : row.kappa;
+  const int64_t at_sigma = indexer ? row.isigma : row.sigma;
+  const int64_t at_entry = indexer ? row.ikey : row.entry;
   std::vector<float> kap(T * cd), sig(T * cd);
   Project(a, T, w.wkv, kap.data(), pool_);
   Project(a, T, w.wgate, sig.data(), pool_);
-  // Ratio 4 keeps 2r rows (previous group, group in progress), others r.
+  for (int64_t t = 0; t < T; ++t) {
+    float* r = s.Row(t);
+    const float* ape = &w.ape[(s.pos[t] % ratio) * cd];
+    for (int64_t j = 0; j < cd; ++j) {
+      r[at_kappa + j] = kap[t * cd + j];
+      r[at_sigma + j] = sig[t * cd + j] + ape[j];
+    }
+  }
+  // Each group completing in this step pools its positions' rows (ratio 4: the previous
+  // group's too; before the first group they are candidates of weight 0, sigma -inf), the same
+  // candidates in the same order as DeepSeek's kv_state / score_state slots.
   const int64_t base = ratio == 4 ? ratio : 0, num_rows = base + ratio;
   std::vector<int64_t> offsets(num_rows, 0);
   if (ratio == 4)
     for (int64_t r = ratio; r < num_rows; ++r) offsets[r] = d;
-  std::vector<float> entry(d);
+  std::vector<float> kappa(num_rows * cd), sigma(num_rows * cd), entry(d);
   for (int64_t t = 0; t < T; ++t) {
-    const int64_t pos = p0 + t, slot = base + pos % ratio;
-    const float* ape = &w.ape[(pos % ratio) * cd];
-    for (int64_t j = 0; j < cd; ++j) {
-      cs.kappa[slot * cd + j] = kap[t * cd + j];
-      cs.sigma[slot * cd + j] = sig[t * cd + j] + ape[j];
-    }
+    const int64_t pos = s.pos[t];
     if ((pos + 1) % ratio != 0) continue;
-    // Group pos / ratio is complete: one entry (the previous group's rows start with sigma
-    // -inf at sequence start, weight 0).
-    PoolGroup({.kappa = cs.kappa.data(),
-               .sigma = cs.sigma.data(),
+    const int64_t group = pos / ratio;
+    for (int64_t r = 0; r < num_rows; ++r) {
+      const int64_t p = (group - (ratio == 4 ? 1 : 0)) * ratio + r;
+      if (p < 0) {
+        std::fill_n(&kappa[r * cd], cd, 0.0f);
+        std::fill_n(&sigma[r * cd], cd, -INFINITY);
+        continue;
+      }
+      const float* src = s.RowAt(s.chunk[t], p);
+      std::copy_n(src + at_kappa, cd, &kappa[r * cd]);
+      std::copy_n(src + at_sigma, cd, &sigma[r * cd]);
+    }
+    PoolGroup({.kappa = kappa.data(),
+               .sigma = sigma.data(),
                .stride = cd,
                .offsets = offsets.data(),
                .num_rows = num_rows},
               d, entry.data());
     kernels::RmsNorm(entry.data(), w.norm.data(), d, static_cast<float>(c_.rms_norm_eps),
                      entry.data());
-    const int64_t group = pos / ratio;
     RotateInterleaved(entry.data() + d - R, freqs_compressed_.data(), R / 2, group * ratio,
                       RopeDirection::kForward);
     if (indexer) {
@@ -51,30 +70,24 @@ void V4Model::Compress(const V4Compressor& w, int ratio, int64_t d, bool indexer
     } else {
       Q8Block(entry.data(), d - R, 64);
     }
-    entries.insert(entries.end(), entry.begin(), entry.end());
-    ++cs.num_groups;
-    if (ratio == 4)
-      for (int64_t r = 0; r < ratio; ++r) {
-        std::copy_n(&cs.kappa[(ratio + r) * cd], cd, &cs.kappa[r * cd]);
-        std::copy_n(&cs.sigma[(ratio + r) * cd], cd, &cs.sigma[r * cd]);
-      }
+    std::copy_n(entry.data(), d, s.Row(t) + at_entry);
   }
 }
 
-void V4Model::IndexSelect(const V4LayerState& st, const float* iq, const float* iw, int64_t n,
-                          std::vector<int32_t>* chosen) const {
+void V4Model::IndexSelect(int l, const Step& s, int64_t token, const float* iq, const float* iw,
+                          int64_t n, std::vector<int32_t>* chosen) const {
   const int64_t Di = c_.index_dim;
   const int Hi = c_.index_heads;
   std::vector<double> score(n);
   for (int64_t i = 0; i < n; ++i) {
-    const float* key = &st.index_keys[i * Di];
-    double s = 0;
+    const float* key = s.RowAt(s.chunk[token], (i + 1) * 4 - 1) + rows_[l].ikey;
+    double sc = 0;
     for (int h = 0; h < Hi; ++h) {
       double dot = 0;
       for (int64_t j = 0; j < Di; ++j) dot += double{iq[h * Di + j]} * key[j];
-      s += double{iw[h]} * std::max(dot, 0.0);
+      sc += double{iw[h]} * std::max(dot, 0.0);
     }
-    score[i] = s;
+    score[i] = sc;
   }
   const int64_t k = std::min<int64_t>(c_.index_topk, n);
   chosen->resize(n);
@@ -86,13 +99,13 @@ void V4Model::IndexSelect(const V4LayerState& st, const float* iq, const float* 
   chosen->resize(k);
 }
 
-void V4Model::Attention(int l, V4LayerState& st, int64_t p0, int64_t T, const float* a,
-                        float* out) {
+void V4Model::Attention(int l, const Step& s, const float* a, float* out) {
   const V4Layer& L = w_.layers()[l];
   const int H = c_.num_heads, Hi = c_.index_heads, W = c_.window, ratio = L.ratio;
   const int64_t D = c_.hidden_size, Dh = c_.head_dim, R = c_.rope_dim, Q = c_.q_lora_rank;
   const int64_t Di = c_.index_dim, HD = c_.QWidth();
   const float eps = static_cast<float>(c_.rms_norm_eps);
+  const int64_t T = s.T, at_kv = rows_[l].kv, at_entry = rows_[l].entry;
   const std::vector<double>& freqs = ratio != 0 ? freqs_compressed_ : freqs_plain_;
 
   std::vector<float> qlat(T * Q), q(T * HD), kv(T * Dh);
@@ -107,16 +120,17 @@ void V4Model::Attention(int l, V4LayerState& st, int64_t p0, int64_t T, const fl
       for (int64_t i = 0; i < Dh; ++i) ss += double{qh[i]} * qh[i];
       const double inv = 1.0 / std::sqrt(ss / Dh + c_.rms_norm_eps);
       for (int64_t i = 0; i < Dh; ++i) qh[i] = static_cast<float>(qh[i] * inv);
-      RotateInterleaved(qh + Dh - R, freqs.data(), R / 2, p0 + t, RopeDirection::kForward);
+      RotateInterleaved(qh + Dh - R, freqs.data(), R / 2, s.pos[t], RopeDirection::kForward);
     }
   Project(a, T, L.wkv, kv.data(), pool_);
   for (int64_t t = 0; t < T; ++t) {
     float* e = &kv[t * Dh];
     kernels::RmsNorm(e, L.kv_norm.data(), Dh, eps, e);
-    RotateInterleaved(e + Dh - R, freqs.data(), R / 2, p0 + t, RopeDirection::kForward);
+    RotateInterleaved(e + Dh - R, freqs.data(), R / 2, s.pos[t], RopeDirection::kForward);
     Q8Block(e, Dh - R, 64);
+    std::copy_n(e, Dh, s.Row(t) + at_kv);
   }
-  if (ratio != 0) Compress(L.compressor, ratio, Dh, false, st.compressor, p0, T, a, st.compressed);
+  if (ratio != 0) Compress(L.compressor, l, ratio, false, s, a);
   std::vector<float> iq, iw;
   if (ratio == 4) {
     iq.resize(T * Hi * Di);
@@ -125,7 +139,7 @@ void V4Model::Attention(int l, V4LayerState& st, int64_t p0, int64_t T, const fl
     for (int64_t t = 0; t < T; ++t)
       for (int h = 0; h < Hi; ++h) {
         float* qh = &iq[(t * Hi + h) * Di];
-        RotateInterleaved(qh + Di - R, freqs_compressed_.data(), R / 2, p0 + t,
+        RotateInterleaved(qh + Di - R, freqs_compressed_.data(), R / 2, s.pos[t],
                           RopeDirection::kForward);
         kernels::HadamardRotate(qh, static_cast<int>(Di));
         Q4Block(qh, Di);
@@ -133,17 +147,8 @@ void V4Model::Attention(int l, V4LayerState& st, int64_t p0, int64_t T, const fl
     Project(a, T, L.index_weights_proj, iw.data(), pool_);
     const float wscale = static_cast<float>(1.0 / std::sqrt(double(Di) * Hi));
     for (float& v : iw) v *= wscale;
-    Compress(L.index_compressor, 4, Di, true, st.index_compressor, p0, T, a, st.index_keys);
+    Compress(L.index_compressor, l, 4, true, s, a);
   }
-
-  // Window entries of positions [start, p0 + T): the ring's, then this chunk's.
-  const int64_t start = std::max<int64_t>(0, p0 - W + 1), num_old = p0 - start;
-  std::vector<float> win((num_old + T) * Dh);
-  for (int64_t p = start; p < p0; ++p)
-    std::copy_n(&st.window[(p % W) * Dh], Dh, &win[(p - start) * Dh]);
-  std::copy_n(kv.data(), T * Dh, &win[num_old * Dh]);
-  for (int64_t t = std::max<int64_t>(0, T - W); t < T; ++t)
-    std::copy_n(&kv[t * Dh], Dh, &st.window[((p0 + t) % W) * Dh]);
 
   std::vector<float> o(T * HD);
   const double scale = 1.0 / std::sqrt(static_cast<double>(Dh));
@@ -152,17 +157,19 @@ void V4Model::Attention(int l, V4LayerState& st, int64_t p0, int64_t T, const fl
     std::vector<int32_t> chosen;
     std::vector<double> sc, acc(Dh);
     for (size_t t = begin; t < end; ++t) {
-      const int64_t pos = p0 + static_cast<int64_t>(t);
+      const int64_t pos = s.pos[t];
+      const int32_t seq = s.chunk[t];
       ents.clear();
       for (int64_t p = std::max<int64_t>(0, pos - W + 1); p <= pos; ++p)
-        ents.push_back(&win[(p - start) * Dh]);
+        ents.push_back(s.RowAt(seq, p) + at_kv);
       if (ratio != 0) {
         const int64_t n = (pos + 1) / ratio;
         if (ratio == 4) {
-          IndexSelect(st, &iq[t * Hi * Di], &iw[t * Hi], n, &chosen);
-          for (int32_t i : chosen) ents.push_back(&st.compressed[i * Dh]);
+          IndexSelect(l, s, static_cast<int64_t>(t), &iq[t * Hi * Di], &iw[t * Hi], n, &chosen);
+          for (int32_t i : chosen) ents.push_back(s.RowAt(seq, (i + 1) * ratio - 1) + at_entry);
         } else {
-          for (int64_t i = 0; i < n; ++i) ents.push_back(&st.compressed[i * Dh]);
+          for (int64_t i = 0; i < n; ++i)
+            ents.push_back(s.RowAt(seq, (i + 1) * ratio - 1) + at_entry);
         }
       }
       sc.resize(ents.size());

@@ -85,6 +85,7 @@ StatusOr<V4Config> ParseV4Config(const std::string& json_text, const std::string
   RETURN_IF_ERROR(r.Int("num_hash_layers", "n_hash_layers", &c.num_hash_layers, false));
   RETURN_IF_ERROR(r.Real("routed_scaling_factor", "route_scale", &c.route_scale, false));
   RETURN_IF_ERROR(r.Real("swiglu_limit", nullptr, &c.swiglu_limit, false));
+  RETURN_IF_ERROR(r.Int("max_position_embeddings", nullptr, &c.max_position_embeddings, false));
 
   int shared = 1;
   RETURN_IF_ERROR(r.Int("n_shared_experts", nullptr, &shared, false));

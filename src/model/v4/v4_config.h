@@ -42,6 +42,8 @@ struct V4Config {
   int num_hash_layers = 0;
   double route_scale = 1;
   double swiglu_limit = 0;  // 0: no clamp
+  // The longest sequence; absent from config.json: V4's 1M-token context.
+  int64_t max_position_embeddings = int64_t{1} << 20;
 
   int64_t HcMixWidth() const { return int64_t{2 + hc_mult} * hc_mult; }
   int64_t QWidth() const { return int64_t{num_heads} * head_dim; }

@@ -5,9 +5,11 @@
 // Logits: float32 [sequences, N, vocab]; step 0 at the last prompt position. Each prompt is
 // prefilled in chunks of --chunk tokens (0: whole), then every sequence decodes one token a step
 // (all sequences in one Forward call). Greedy: argmax, the lowest id on ties; no EOS stop.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,7 +39,7 @@ bool ParseInt(const std::string& s, int64_t* out) {
 int Main(int argc, char** argv) {
   std::string model, logits_out, tokens_out;
   std::vector<std::vector<int32_t>> prompts;
-  int64_t max_tokens = 0, chunk = 0, threads = ThreadPool::DefaultThreads();
+  int64_t max_tokens = 0, chunk_size = 0, threads = ThreadPool::DefaultThreads();
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -74,7 +76,7 @@ int Main(int argc, char** argv) {
     } else if (arg == "--max-tokens" || arg == "--chunk" || arg == "--threads") {
       if (!ParseInt(val, &n) || n < (arg == "--chunk" ? 0 : 1))
         return Fail(arg + ": bad value '" + val + "'", 2);
-      (arg == "--max-tokens" ? max_tokens : arg == "--chunk" ? chunk : threads) = n;
+      (arg == "--max-tokens" ? max_tokens : arg == "--chunk" ? chunk_size : threads) = n;
     } else {
       return Fail("unknown flag " + arg, 2);
     }
@@ -89,7 +91,14 @@ int Main(int argc, char** argv) {
   const int64_t V = c.vocab_size, S = static_cast<int64_t>(prompts.size());
   ThreadPool pool(static_cast<int>(threads));
   V4Model m(**weights, pool);
-  std::vector<std::unique_ptr<V4SequenceState>> states;
+  // One block per sequence, as long as its prompt and decode.
+  int64_t longest = 0;
+  for (const auto& p : prompts) longest = std::max<int64_t>(longest, p.size() + max_tokens);
+  const KvLayout layout = m.CacheLayout(KvDType::kF32, false);
+  KvBlockStorage cache(layout.num_layers, layout.row_width, longest, S, KvDType::kF32);
+  std::vector<int32_t> table(S);
+  for (int64_t s = 0; s < S; ++s) table[s] = static_cast<int32_t>(s);
+  std::vector<int64_t> length(S, 0);
   std::vector<float> all(S * max_tokens * V), step(S * V);
   std::vector<std::vector<int32_t>> out(S);
   auto take = [&](int64_t s, int64_t i, const float* row) {
@@ -99,24 +108,30 @@ int Main(int argc, char** argv) {
       if (row[v] > row[best]) best = static_cast<int32_t>(v);
     out[s].push_back(best);
   };
+  auto chunk = [&](int64_t s, std::vector<int32_t> tokens) {
+    SequenceChunk ch{.tokens = std::move(tokens),
+                     .sequence_id = static_cast<uint32_t>(s),
+                     .start = length[s],
+                     .blocks = std::span<const int32_t>(&table[s], 1)};
+    length[s] += static_cast<int64_t>(ch.tokens.size());
+    return ch;
+  };
   for (int64_t s = 0; s < S; ++s) {
-    states.push_back(std::make_unique<V4SequenceState>(c));
     const auto& p = prompts[s];
-    const int64_t n = static_cast<int64_t>(p.size()), per = chunk > 0 ? chunk : n;
+    const int64_t n = static_cast<int64_t>(p.size()), per = chunk_size > 0 ? chunk_size : n;
     for (int64_t b = 0; b < n; b += per) {
-      const V4Chunk ch{.state = states[s].get(),
-                       .tokens = std::span<const int32_t>(p).subspan(b, std::min(per, n - b))};
-      Status st = m.Forward(std::span<const V4Chunk>(&ch, 1), step.data());
+      ForwardBatch batch;
+      batch.chunks.push_back(
+          chunk(s, std::vector<int32_t>(p.begin() + b, p.begin() + std::min(n, b + per))));
+      Status st = m.Forward(batch, cache.view(), step.data());
       if (!st.ok()) return Fail(st.message());
     }
     take(s, 0, step.data());
   }
   for (int64_t i = 1; i < max_tokens; ++i) {
-    std::vector<V4Chunk> chunks;
-    for (int64_t s = 0; s < S; ++s)
-      chunks.push_back(
-          {.state = states[s].get(), .tokens = std::span<const int32_t>(&out[s].back(), 1)});
-    Status st = m.Forward(chunks, step.data());
+    ForwardBatch batch;
+    for (int64_t s = 0; s < S; ++s) batch.chunks.push_back(chunk(s, {out[s].back()}));
+    Status st = m.Forward(batch, cache.view(), step.data());
     if (!st.ok()) return Fail(st.message());
     for (int64_t s = 0; s < S; ++s) take(s, i, &step[s * V]);
   }

@@ -2,35 +2,63 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/v4/v4_matmul.h"
+#include "model/v4/v4_step.h"
+#include "placement/token_key.h"
 
 namespace epserve::v4 {
 
-V4SequenceState::V4SequenceState(const V4Config& c) : config_(&c) { Reset(); }
+namespace {
 
-void V4SequenceState::Reset() {
-  const V4Config& c = *config_;
-  num_tokens_ = 0;
-  layers_.resize(c.num_layers);
-  for (int l = 0; l < c.num_layers; ++l) {
-    V4LayerState& s = layers_[l];
-    s.window.assign(c.window * c.head_dim, 0.0f);
-    s.compressed.clear();
-    s.index_keys.clear();
-    const int r = c.Ratio(l);
-    auto init = [&](V4CompressorState& cs, int64_t d) {
-      const int64_t rows = (r == 4 ? 2 : 1) * int64_t{r};
-      const int64_t width = V4Config::CompressFactor(r) * d;
-      cs.kappa.assign(rows * width, 0.0f);
-      cs.sigma.assign(rows * width, -INFINITY);
-      cs.num_groups = 0;
-    };
-    if (r != 0) init(s.compressor, c.head_dim);
-    if (r == 4) init(s.index_compressor, c.index_dim);
+// X[t, k] <- post_k o[t] + sum_j comb[j, k] X[t, j].
+void HcPost(const std::vector<HcMix>& mix, int64_t T, int M, int64_t D, const float* o, float* X) {
+  std::vector<double> nx(M * D);
+  for (int64_t t = 0; t < T; ++t) {
+    float* x = X + t * M * D;
+    const HcMix& hm = mix[t];
+    for (int k = 0; k < M; ++k)
+      for (int64_t i = 0; i < D; ++i) {
+        double acc = hm.post[k] * o[t * D + i];
+        for (int j = 0; j < M; ++j) acc += hm.comb[j * M + k] * x[j * D + i];
+        nx[k * D + i] = acc;
+      }
+    for (int64_t i = 0; i < M * D; ++i) x[i] = static_cast<float>(nx[i]);
   }
+}
+
+}  // namespace
+
+V4CacheRow V4CacheRow::Of(const V4Config& c, int ratio, int64_t base) {
+  V4CacheRow r;
+  int64_t at = base;
+  auto take = [&](int64_t* field, int64_t n) {
+    *field = at;
+    at += n;
+  };
+  take(&r.kv, c.head_dim);
+  if (ratio != 0) {
+    const int64_t cd = V4Config::CompressFactor(ratio) * c.head_dim;
+    take(&r.kappa, cd);
+    take(&r.sigma, cd);
+    take(&r.entry, c.head_dim);
+  }
+  if (ratio == 4) {
+    take(&r.ikappa, 2 * c.index_dim);
+    take(&r.isigma, 2 * c.index_dim);
+    take(&r.ikey, c.index_dim);
+  }
+  r.width = at - base;
+  return r;
+}
+
+int V4CacheRowWidth(const V4Config& c) {
+  int64_t w = 0;
+  for (int l = 0; l < c.num_layers; ++l) w += V4CacheRow::Of(c, c.Ratio(l), 0).width;
+  return static_cast<int>(w);
 }
 
 V4Model::V4Model(const V4Weights& weights, ThreadPool& pool)
@@ -38,31 +66,118 @@ V4Model::V4Model(const V4Weights& weights, ThreadPool& pool)
       c_(weights.config()),
       pool_(pool),
       freqs_plain_(RopeFreqs(c_, false)),
-      freqs_compressed_(RopeFreqs(c_, true)) {}
+      freqs_compressed_(RopeFreqs(c_, true)),
+      row_width_(V4CacheRowWidth(c_)),
+      local_experts_(std::make_unique<LocalExperts>(weights, pool)),
+      experts_(local_experts_.get()) {
+  int64_t base = 0;
+  for (int l = 0; l < c_.num_layers; ++l) {
+    rows_.push_back(V4CacheRow::Of(c_, c_.Ratio(l), base));
+    base += rows_.back().width;
+  }
+}
 
-Status V4Model::Forward(std::span<const V4Chunk> chunks, float* logits, V4Logits which) {
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    const V4Chunk& ch = chunks[i];
-    if (ch.state == nullptr || ch.state->config_ != &c_ ||
-        static_cast<int>(ch.state->layers_.size()) != c_.num_layers)
-      return Status::InvalidArgument("V4 forward: chunk " + std::to_string(i) +
-                                     " has no state of this model");
-    if (ch.tokens.empty())
-      return Status::InvalidArgument("V4 forward: chunk " + std::to_string(i) + " is empty");
-    for (int32_t t : ch.tokens)
-      if (t < 0 || t >= c_.vocab_size)
-        return Status::InvalidArgument("V4 forward: token id " + std::to_string(t) +
-                                       " out of range [0, " + std::to_string(c_.vocab_size) + ")");
-    for (size_t j = 0; j < i; ++j)
-      if (chunks[j].state == ch.state)
-        return Status::InvalidArgument("V4 forward: two chunks share one sequence state");
-  }
-  float* out = logits;
-  for (const V4Chunk& ch : chunks) {
-    RunChunk(*ch.state, ch.tokens, out, which);
-    out += (which == V4Logits::kAll ? static_cast<int64_t>(ch.tokens.size()) : 1) * c_.vocab_size;
-  }
+std::string V4Model::Describe() const {
+  return "DeepSeek-V4 (" + std::to_string(c_.num_layers) + " layers, hidden " +
+         std::to_string(c_.hidden_size) + ", " + std::to_string(c_.num_experts) +
+         " routed experts, window " + std::to_string(c_.window) + ")";
+}
+
+Status V4Model::CheckEngineOptions(KvDType kv_dtype, bool mtp, const OverlapOptions& overlap,
+                                   kernels::Compute compute) const {
+  if (kv_dtype != KvDType::kF32)
+    return Status::InvalidArgument(
+        std::string("--kv-dtype ") + KvDTypeName(kv_dtype) +
+        ": DeepSeek-V4's cache rows hold compressor state and are float32 only (--kv-dtype f32)");
+  if (mtp) return Status::InvalidArgument("--mtp on: DeepSeek-V4's MTP module is not run yet");
+  if (overlap.mode == Overlap::kMicroBatch)
+    return Status::InvalidArgument(
+        "--overlap microbatch: not implemented for DeepSeek-V4 (use none or dispatch)");
+  if (compute != kernels::Compute::kExact)
+    return Status::InvalidArgument("--compute fast: not implemented for DeepSeek-V4");
   return Status::Ok();
+}
+
+KvLayout V4Model::CacheLayout(KvDType, bool) const {
+  return {.num_layers = 1, .row_width = row_width_, .index_bytes = 0};
+}
+
+Status V4Model::ForwardMtp(const ForwardBatch&, std::span<const int64_t>, const KvBlocks&, float*) {
+  return Status::InvalidArgument("DeepSeek-V4's MTP module is not run yet");
+}
+
+Status V4Model::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logits) {
+  non_finite_.clear();
+  RETURN_IF_ERROR(CheckBatchShape(batch, kv, vocab_size()));
+  if (kv.dtype != KvDType::kF32 || kv.num_layers != 1 || kv.row_width != row_width_ ||
+      kv.index_bytes != 0)
+    return Status::InvalidArgument("KV cache of " + std::to_string(kv.num_layers) + " layers x " +
+                                   std::to_string(kv.row_width) + " " + KvDTypeName(kv.dtype) +
+                                   " does not fit this DeepSeek-V4 model (one record of " +
+                                   std::to_string(row_width_) + " f32 per position)");
+  const Step s(batch, kv);
+  const int64_t T = s.T, D = c_.hidden_size;
+  const int M = c_.hc_mult;
+  chunk_bad_.assign(batch.chunks.size(), 0);
+  if (T == 0) return Status::Ok();
+  std::vector<float> X(T * M * D), y(T * D), normed(T * D), o(T * D);
+  for (int64_t t = 0; t < T; ++t) {
+    kernels::DequantizeRow(w_.embed(), s.ids[t], 0, D, &X[t * M * D]);
+    for (int k = 1; k < M; ++k) std::copy_n(&X[t * M * D], D, &X[t * M * D + k * D]);
+  }
+  CheckFinite(-1, s, X.data());
+  std::vector<HcMix> mix;
+  for (int l = 0; l < c_.num_layers; ++l) {
+    const V4Layer& L = w_.layers()[l];
+    HcPre(L.hc_attn, T, X.data(), y.data(), &mix);
+    for (int64_t t = 0; t < T; ++t)
+      kernels::RmsNorm(&y[t * D], L.attn_norm.data(), D, static_cast<float>(c_.rms_norm_eps),
+                       &normed[t * D]);
+    Attention(l, s, normed.data(), o.data());
+    HcPost(mix, T, M, D, o.data(), X.data());
+    HcPre(L.hc_ffn, T, X.data(), y.data(), &mix);
+    for (int64_t t = 0; t < T; ++t)
+      kernels::RmsNorm(&y[t * D], L.ffn_norm.data(), D, static_cast<float>(c_.rms_norm_eps),
+                       &normed[t * D]);
+    RETURN_IF_ERROR(Moe(l, s, normed.data(), o.data()));
+    HcPost(mix, T, M, D, o.data(), X.data());
+    CheckFinite(l, s, X.data());
+  }
+  // The head over the rows that give logits: HC head, final norm, logits.
+  std::vector<float> rows;
+  int64_t n = 0;
+  for (size_t i = 0; i < batch.chunks.size(); ++i) {
+    const SequenceChunk& ch = batch.chunks[i];
+    if (!ch.want_logits) continue;
+    const int64_t last = s.first_token[i] + static_cast<int64_t>(ch.tokens.size());
+    for (int64_t t = last - ch.num_logits; t < last; ++t, ++n)
+      rows.insert(rows.end(), &X[t * M * D], &X[(t + 1) * M * D]);
+  }
+  if (n == 0) return Status::Ok();
+  HcPre(w_.hc_head(), n, rows.data(), y.data(), &mix);
+  for (int64_t t = 0; t < n; ++t)
+    kernels::RmsNorm(&y[t * D], w_.norm().data(), D, static_cast<float>(c_.rms_norm_eps),
+                     &normed[t * D]);
+  Project(normed.data(), n, w_.head(), logits, pool_);
+  return Status::Ok();
+}
+
+void V4Model::CheckFinite(int l, const Step& s, const float* X) {
+  const int64_t width = c_.hc_mult * c_.hidden_size;
+  for (int64_t t = 0; t < s.T; ++t) {
+    if (chunk_bad_[s.chunk[t]]) continue;
+    for (int64_t i = 0; i < width; ++i) {
+      const float v = X[t * width + i];
+      if (std::isfinite(v)) continue;
+      chunk_bad_[s.chunk[t]] = 1;
+      non_finite_.push_back({.chunk = static_cast<size_t>(s.chunk[t]),
+                             .layer = l,
+                             .part = l < 0 ? "embedding" : "layer",
+                             .position = s.pos[t],
+                             .nan = std::isnan(v)});
+      break;
+    }
+  }
 }
 
 void V4Model::HcPre(const V4Hc& hc, int64_t T, const float* X, float* y, std::vector<HcMix>* mix) {
@@ -95,66 +210,11 @@ void V4Model::HcPre(const V4Hc& hc, int64_t T, const float* X, float* y, std::ve
   }
 }
 
-namespace {
-
-// X[t, k] <- post_k o[t] + sum_j comb[j, k] X[t, j].
-void HcPost(const std::vector<HcMix>& mix, int64_t T, int M, int64_t D, const float* o, float* X) {
-  std::vector<double> nx(M * D);
-  for (int64_t t = 0; t < T; ++t) {
-    float* x = X + t * M * D;
-    const HcMix& hm = mix[t];
-    for (int k = 0; k < M; ++k)
-      for (int64_t i = 0; i < D; ++i) {
-        double acc = hm.post[k] * o[t * D + i];
-        for (int j = 0; j < M; ++j) acc += hm.comb[j * M + k] * x[j * D + i];
-        nx[k * D + i] = acc;
-      }
-    for (int64_t i = 0; i < M * D; ++i) x[i] = static_cast<float>(nx[i]);
-  }
-}
-
-}  // namespace
-
-void V4Model::RunChunk(V4SequenceState& s, std::span<const int32_t> ids, float* logits,
-                       V4Logits which) {
-  const int64_t T = static_cast<int64_t>(ids.size()), D = c_.hidden_size;
-  const int M = c_.hc_mult;
-  const int64_t p0 = s.num_tokens_;
-  std::vector<float> X(T * M * D), y(T * D), normed(T * D), o(T * D);
-  for (int64_t t = 0; t < T; ++t) {
-    kernels::DequantizeRow(w_.embed(), ids[t], 0, D, &X[t * M * D]);
-    for (int k = 1; k < M; ++k) std::copy_n(&X[t * M * D], D, &X[t * M * D + k * D]);
-  }
-  std::vector<HcMix> mix;
-  for (int l = 0; l < c_.num_layers; ++l) {
-    const V4Layer& L = w_.layers()[l];
-    HcPre(L.hc_attn, T, X.data(), y.data(), &mix);
-    for (int64_t t = 0; t < T; ++t)
-      kernels::RmsNorm(&y[t * D], L.attn_norm.data(), D, static_cast<float>(c_.rms_norm_eps),
-                       &normed[t * D]);
-    Attention(l, s.layers_[l], p0, T, normed.data(), o.data());
-    HcPost(mix, T, M, D, o.data(), X.data());
-    HcPre(L.hc_ffn, T, X.data(), y.data(), &mix);
-    for (int64_t t = 0; t < T; ++t)
-      kernels::RmsNorm(&y[t * D], L.ffn_norm.data(), D, static_cast<float>(c_.rms_norm_eps),
-                       &normed[t * D]);
-    Moe(l, T, ids.data(), normed.data(), o.data());
-    HcPost(mix, T, M, D, o.data(), X.data());
-  }
-  s.num_tokens_ += T;
-  // The head: HC head, final norm, logits.
-  const int64_t first = which == V4Logits::kAll ? 0 : T - 1;
-  const int64_t n = T - first;
-  HcPre(w_.hc_head(), n, &X[first * M * D], y.data(), &mix);
-  for (int64_t t = 0; t < n; ++t)
-    kernels::RmsNorm(&y[t * D], w_.norm().data(), D, static_cast<float>(c_.rms_norm_eps),
-                     &normed[t * D]);
-  Project(normed.data(), n, w_.head(), logits, pool_);
-}
-
-void V4Model::Moe(int l, int64_t T, const int32_t* ids, const float* x, float* out) {
+Status V4Model::Moe(int l, const Step& s, const float* x, float* out) {
+  const int64_t T = s.T;
+  const int32_t* ids = s.ids.data();
   const V4Layer& L = w_.layers()[l];
-  const int64_t D = c_.hidden_size, F = c_.moe_inter;
+  const int64_t D = c_.hidden_size;
   const int E = c_.num_experts, k = c_.experts_per_token;
   std::vector<float> z(T * E);
   Project(x, T, L.gate, z.data(), pool_);
@@ -183,48 +243,29 @@ void V4Model::Moe(int l, int64_t T, const int32_t* ids, const float* x, float* o
     for (int i = 0; i < k; ++i)
       wt[t * k + i] = static_cast<float>(g[idx[t * k + i]] / sum * c_.route_scale);
   }
-  const float lim = static_cast<float>(c_.swiglu_limit);
-  // SwiGLU of rows xs [n, D] through expert ex, each row's intermediate times rw[r] (or 1).
-  std::vector<float> xs, a, b, ys;
-  auto swiglu = [&](const V4Expert& ex, int64_t n, const float* rw) {
-    a.resize(n * F);
-    b.resize(n * F);
-    ys.resize(n * D);
-    Project(xs.data(), n, ex.w1, a.data(), pool_);
-    Project(xs.data(), n, ex.w3, b.data(), pool_);
-    for (int64_t i = 0; i < n * F; ++i) {
-      float av = a[i], bv = b[i];
-      if (lim > 0) {
-        bv = std::clamp(bv, -lim, lim);
-        av = std::min(av, lim);
-      }
-      a[i] = av / (1.0f + std::exp(-av)) * bv * (rw ? rw[i / F] : 1.0f);
-    }
-    Project(a.data(), n, ex.w2, ys.data(), pool_);
-  };
-  std::vector<double> acc(T * D, 0.0);
-  std::vector<int64_t> rows;
-  std::vector<float> rw;
-  for (int e = 0; e < E; ++e) {
-    rows.clear();
-    rw.clear();
-    for (int64_t t = 0; t < T; ++t)
-      for (int i = 0; i < k; ++i)
-        if (idx[t * k + i] == e) {
-          rows.push_back(t);
-          rw.push_back(wt[t * k + i]);
-        }
-    if (rows.empty()) continue;
-    const int64_t n = static_cast<int64_t>(rows.size());
-    xs.resize(n * D);
-    for (int64_t r = 0; r < n; ++r) std::copy_n(x + rows[r] * D, D, &xs[r * D]);
-    swiglu(L.experts[e], n, rw.data());
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t i = 0; i < D; ++i) acc[rows[r] * D + i] += ys[r * D + i];
-  }
-  xs.assign(x, x + T * D);
-  swiglu(L.shared, T, nullptr);
-  for (int64_t i = 0; i < T * D; ++i) out[i] = static_cast<float>(acc[i] + ys[i]);
+  // Routed experts through the expert backend (this process's, or the expert-parallel world's),
+  // then + the shared expert: the order of V3's MoE (each routed output weighted after its w2;
+  // DeepSeek weights the intermediate before w2, the same product up to rounding).
+  std::vector<uint64_t> keys(T);
+  for (int64_t t = 0; t < T; ++t)
+    keys[t] = placement::TokenKey(s.batch.chunks[s.chunk[t]].sequence_id,
+                                  static_cast<uint32_t>(s.pos[t]));
+  const RoutedBatch routed{.layer = l,
+                           .num_tokens = T,
+                           .hidden = static_cast<int>(D),
+                           .top_k = k,
+                           .x = x,
+                           .expert_ids = idx.data(),
+                           .weights = wt.data(),
+                           .token_keys = keys.data()};
+  RETURN_IF_ERROR(experts_->Start(0, routed));
+  RETURN_IF_ERROR(experts_->Compute(0));
+  shared_out_.resize(T * D);
+  RunMlp(L.shared, x, T, shared_out_.data(), mlp_scratch_, pool_);
+  std::fill_n(out, T * D, 0.0f);
+  RETURN_IF_ERROR(experts_->Finish(0, out));
+  for (int64_t i = 0; i < T * D; ++i) out[i] += shared_out_[i];
+  return Status::Ok();
 }
 
 }  // namespace epserve::v4

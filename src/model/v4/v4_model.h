@@ -1,104 +1,111 @@
-// DeepSeek-V4's forward pass on the CPU (docs/v4-model.md §4-§8), "exact" numerics as
-// tests/reference/reference_v4.py --numerics exact: float32 activations, exact weights, and the
-// model's own quantizations only (q8_64 of the KV entries' and attention compressor entries'
-// non-rotary dims; Hadamard + q4 of the indexer's queries and keys). No bfloat16 rounding of
-// activations and no FP8 activation quantization in the projections (that is DeepSeek's run,
-// the reference's --numerics deepseek, not implemented here).
+// DeepSeek-V4's forward pass on the CPU (docs/v4-model.md §4-§8) behind the engine's
+// model-family seam (model/forward_pass.h): the same ForwardBatch of sequence chunks and the same
+// paged KvBlocks as DeepSeek-V2/V3, so continuous batching, chunked prefill, preemption and
+// prefix reuse run V4 unchanged. "Exact" numerics as tests/reference/reference_v4.py
+// --numerics exact: float32 activations, exact weights, and the model's own quantizations only
+// (q8_64 of the KV entries' and attention compressor entries' non-rotary dims; Hadamard + q4 of
+// the indexer's queries and keys). No bfloat16 rounding of activations and no FP8 activation
+// quantization in the projections (that is DeepSeek's run, the reference's --numerics deepseek).
 //
-// Decode state is the simple per-sequence form, V4SequenceState: per layer a ring of the last
-// `window` KV entries, the compressed entries so far, the indexer's compressed keys and each
-// compressor's group-in-progress (and, ratio 4, previous group) rows. A prompt prefilled in one
-// or several chunks and then decoded a token at a time gives the logits of recomputing the whole
-// sequence. The paged form (blocks of a shared pool, prefix reuse, the serving engine) comes
-// next; nothing here knows the engine.
+// The cache (V4CacheRow below; docs/serving-engine.md, "DeepSeek-V4's cache"): everything a
+// position contributes to later steps is in its own row of each layer: its window entry, its
+// compressor projections (the "partial group" state of DeepSeek's kv_state/score_state is just
+// the rows of the group's positions), and, in the row of a group's last position, the group's
+// compressed entry and indexer key. A cached prefix of any length therefore restores the window
+// and the compressor state at its end, and a chunk may end anywhere inside a group.
 //
-// The MTP module is not run (its tensors are not bound); V4 is not wired to the engine or CLI
-// yet: tools/v4_generate.cc drives it.
-//
-// Thread safety: a V4Model is immutable; Forward uses the pool (one Forward at a time per pool)
-// and mutates only the chunks' states.
+// The MTP module is not run (its tensors are not bound): num_mtp_layers() is 0.
+// Thread safety: one Forward at a time; parallelism comes from the ThreadPool.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "model/experts.h"
+#include "model/forward_pass.h"
 #include "model/v4/v4_config.h"
 #include "model/v4/v4_ops.h"
 #include "model/v4/v4_weights.h"
 
 namespace epserve::v4 {
 
-// Compressor rows of one sequence, as DeepSeek's kv_state/score_state: 2r rows of c d floats
-// for ratio 4 (rows 0..r-1 the previous complete group, r..2r-1 the group in progress), r rows
-// otherwise. sigma includes ape.
-struct V4CompressorState {
-  std::vector<float> kappa, sigma;
-  int64_t num_groups = 0;  // complete groups so far (= entries emitted)
+// A position's cache record is every layer's row, one after the other (KvBlocks of one "layer"
+// whose row is the record: no layer pads to the widest). Where each part of layer l's row sits
+// in the record (float32 elements, from the layer's base); absent parts have width 0.
+//   kv      [Dh]      the window entry (K = V) of this position: normed, RoPE, q8_64
+//   kappa   [c Dh]    attention compressor projections of this position (ratio != 0)
+//   sigma   [c Dh]    its gate scores, ape[pos % ratio] added
+//   entry   [Dh]      compressed entry of the group ending at this position (else unused)
+//   ikappa, isigma [2 Di], ikey [Di]: the indexer compressor's, ratio 4 only
+struct V4CacheRow {
+  int64_t kv = 0, kappa = 0, sigma = 0, entry = 0, ikappa = 0, isigma = 0, ikey = 0, width = 0;
+  static V4CacheRow Of(const V4Config& c, int ratio, int64_t base);
 };
+// Elements of a position's record (all layers).
+int V4CacheRowWidth(const V4Config& c);
 
-struct V4LayerState {
-  std::vector<float> window;      // [W, Dh] ring: position p in slot p % W
-  std::vector<float> compressed;  // [entries, Dh]
-  V4CompressorState compressor;
-  std::vector<float> index_keys;  // ratio 4: [entries, Di]
-  V4CompressorState index_compressor;
-};
-
-class V4SequenceState {
- public:
-  explicit V4SequenceState(const V4Config& c);
-  // Back to an empty sequence (keeps the allocations).
-  void Reset();
-  int64_t num_tokens() const { return num_tokens_; }
-
- private:
-  friend class V4Model;
-  const V4Config* config_;
-  int64_t num_tokens_ = 0;
-  std::vector<V4LayerState> layers_;
-};
-
-// The next tokens of one sequence.
-struct V4Chunk {
-  V4SequenceState* state = nullptr;
-  std::span<const int32_t> tokens;
-};
-
-enum class V4Logits { kLast, kAll };
-
-class V4Model {
+class V4Model : public ForwardPass {
  public:
   V4Model(const V4Weights& weights, ThreadPool& pool);
 
   const V4Config& config() const { return c_; }
+  // Where the routed experts run (not owned; null: this process's, the default). Expert
+  // parallelism plugs its backend in here, as for Model::SetExperts.
+  void SetExperts(ExpertBackend* experts) {
+    experts_ = experts != nullptr ? experts : local_experts_.get();
+  }
 
-  // Runs each chunk (appending its tokens to its state) and writes logits [vocab] float32:
-  // one row per chunk (its last position) for kLast, one per token of every chunk, chunk after
-  // chunk, for kAll. Tokens must be in [0, vocab); chunks must be non-empty and their states
-  // distinct. On error no state has changed for the failing chunk's checks (InvalidArgument).
-  Status Forward(std::span<const V4Chunk> chunks, float* logits, V4Logits which = V4Logits::kLast);
+  std::string Describe() const override;
+  int vocab_size() const override { return static_cast<int>(c_.vocab_size); }
+  int64_t max_positions() const override { return c_.max_position_embeddings; }
+  int num_mtp_layers() const override { return 0; }
+  // Refuses a bf16 cache (the rows hold compressor state in float32), MTP, micro-batching and
+  // the fast compute mode, naming the flag.
+  Status CheckEngineOptions(KvDType kv_dtype, bool mtp, const OverlapOptions& overlap,
+                            kernels::Compute compute) const override;
+  KvLayout CacheLayout(KvDType kv_dtype, bool mtp) const override;
+
+  // Errors (InvalidArgument): the checks of CheckBatchShape, a cache of another layout.
+  Status Forward(const ForwardBatch& batch, const KvBlocks& kv, float* logits) override;
+  const std::vector<NonFiniteActivation>& non_finite() const override { return non_finite_; }
+  Status ForwardMtp(const ForwardBatch& batch, std::span<const int64_t> hidden_rows,
+                    const KvBlocks& kv, float* logits) override;
+  void SetKeepHidden(bool) override {}
+  void SetOverlap(const OverlapOptions&) override {}
+  void SetCompute(kernels::Compute) override {}
 
  private:
-  void RunChunk(V4SequenceState& s, std::span<const int32_t> ids, float* logits, V4Logits which);
-  // Attention sublayer of layer l for T tokens a [T, D] at positions p0..p0+T-1 -> out [T, D].
-  void Attention(int l, V4LayerState& st, int64_t p0, int64_t T, const float* a, float* out);
-  // Feeds T tokens' compressor projections into the state; emits complete groups' entries.
-  void Compress(const V4Compressor& w, int ratio, int64_t d, bool indexer, V4CompressorState& cs,
-                int64_t p0, int64_t T, const float* a, std::vector<float>& entries);
-  // Indexer scores of query position P over entries [0, n) -> chosen entries (<= topk).
-  void IndexSelect(const V4LayerState& st, const float* iq, const float* iw, int64_t n,
+  struct Step;  // the batch's per-token tables and the cache view
+  // Attention sublayer of layer l over the step's tokens, a [T, D] -> out [T, D].
+  void Attention(int l, const Step& s, const float* a, float* out);
+  // Writes the step's compressor projections into the rows, then the entries of every group
+  // that completes in this step.
+  void Compress(const V4Compressor& w, int l, int ratio, bool indexer, const Step& s,
+                const float* a);
+  // Indexer scores of a query over a sequence's first n entries -> chosen entries (<= topk).
+  void IndexSelect(int l, const Step& s, int64_t token, const float* iq, const float* iw, int64_t n,
                    std::vector<int32_t>* chosen) const;
-  void Moe(int l, int64_t T, const int32_t* ids, const float* x, float* out);
+  Status Moe(int l, const Step& s, const float* x, float* out);
   // HC pre: X [T, M, D] -> y [T, D] and each token's mix.
   void HcPre(const V4Hc& hc, int64_t T, const float* X, float* y, std::vector<HcMix>* mix);
+  void CheckFinite(int l, const Step& s, const float* X);
 
   const V4Weights& w_;
   const V4Config& c_;
   ThreadPool& pool_;
   std::vector<double> freqs_plain_, freqs_compressed_;
+  std::vector<V4CacheRow> rows_;  // per layer
+  int row_width_ = 0;
+  std::unique_ptr<LocalExperts> local_experts_;
+  ExpertBackend* experts_;
+  MlpScratch mlp_scratch_;
+  AlignedVector<float> shared_out_;
+  std::vector<NonFiniteActivation> non_finite_;
+  std::vector<uint8_t> chunk_bad_;
 };
 
 }  // namespace epserve::v4

@@ -1,0 +1,19 @@
+// Which model family's forward pass a checkpoint needs (docs/architecture.md, "The model-family
+// seam"), from its config.json: model_type "deepseek_v4" is DeepSeek-V4 (model/v4/), anything
+// else the DeepSeek-V2/V3/V3.2 family (model/model.h), whose own config parser then checks the
+// rest.
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+
+namespace epserve {
+
+enum class ModelFamily { kDeepSeekV3, kDeepSeekV4 };
+const char* ModelFamilyName(ModelFamily family);  // "DeepSeek-V2/V3" | "DeepSeek-V4"
+
+// Errors: config.json missing or not JSON (naming the file).
+StatusOr<ModelFamily> DetectModelFamily(const std::string& dir);
+
+}  // namespace epserve
