@@ -197,6 +197,11 @@ Status RunEngine(const EngineCmdFlags& f) {
     mpi->Abort(1);
   };
   if (!err.status.ok()) return fail(err.status, err.is_global);
+  if (rep->family == ModelFamily::kDeepSeekV4)
+    return fail(Status::InvalidArgument(f.model + " is a DeepSeek-V4 checkpoint: `epserve engine` "
+                                                  "under mpirun does not run V4 yet "
+                                                  "(`epserve generate` under mpirun does)"),
+                true);
   if (rank == 0) std::printf("%s\n", DescribeLoad(*rep->loaded, f.model).c_str());
   std::string note;
   StatusOr<EngineOptions> eo =

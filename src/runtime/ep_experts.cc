@@ -11,12 +11,12 @@
 namespace epserve {
 
 EpExperts::EpExperts(comm::Dispatcher& dispatcher, const placement::Placement& placement,
-                     const placement::Router& router, const ModelWeights& weights, ThreadPool& pool,
+                     const placement::Router& router, const ExpertTable& experts, ThreadPool& pool,
                      int num_layers, int num_experts)
     : dispatcher_(dispatcher),
       placement_(&placement),
       router_(&router),
-      weights_(weights),
+      table_(experts),
       pool_(pool),
       num_experts_(num_experts),
       stats_(num_layers) {
@@ -65,7 +65,7 @@ Status EpExperts::Compute(int slot) {
   t0 = NowSeconds();
   const int K = b.top_k, H = b.hidden;
   const int64_t R = rx.num_rows;
-  const auto& experts = weights_.Layer(b.layer).moe->experts;
+  const std::vector<MlpWeights>& experts = table_.RoutedExperts(b.layer);
   EpLayerStats& ls = stats_[b.layer];
   for (int64_t i = 0; i < R * K; ++i) {
     const int e = rx.expert_ids[i];
@@ -143,14 +143,22 @@ placement::ModelShape ModelShapeOf(const ModelConfig& c) {
 }
 
 placement::Placement ContiguousPlacement(const ModelConfig& c, int num_ranks, int ranks_per_node) {
+  std::vector<int> moe_layers;
+  for (int l = 0; l < c.num_hidden_layers; ++l)
+    if (c.IsMoeLayer(l)) moe_layers.push_back(l);
+  return ContiguousPlacement(ModelShapeOf(c), moe_layers, num_ranks, ranks_per_node);
+}
+
+placement::Placement ContiguousPlacement(const placement::ModelShape& shape,
+                                         const std::vector<int>& moe_layers, int num_ranks,
+                                         int ranks_per_node) {
   placement::Placement p;
   p.strategy = "contiguous";
   p.routing = placement::RoutingPolicy::kTopology;
   p.topology = {.num_nodes = num_ranks / ranks_per_node, .ranks_per_node = ranks_per_node};
-  p.model = ModelShapeOf(c);
-  for (int l = 0; l < c.num_hidden_layers; ++l)
-    if (c.IsMoeLayer(l))
-      p.layers.push_back(placement::PlaceContiguousLayer(l, c.n_routed_experts, num_ranks));
+  p.model = shape;
+  for (int l : moe_layers)
+    p.layers.push_back(placement::PlaceContiguousLayer(l, shape.num_experts, num_ranks));
   return p;
 }
 

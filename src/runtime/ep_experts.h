@@ -34,9 +34,11 @@ struct EpTimes {
 
 class EpExperts : public ExpertBackend {
  public:
-  // All references must outlive this object. Layers not in the placement are errors.
+  // All references must outlive this object. Layers not in the placement are errors. `experts`
+  // is any family's table (ModelExpertTable for V2/V3, v4::V4Weights), read at every Compute, so
+  // experts bound after the load (online re-placement) are seen.
   EpExperts(comm::Dispatcher& dispatcher, const placement::Placement& placement,
-            const placement::Router& router, const ModelWeights& weights, ThreadPool& pool,
+            const placement::Router& router, const ExpertTable& experts, ThreadPool& pool,
             int num_layers, int num_experts);
 
   Status Start(int slot, const RoutedBatch& batch) override;
@@ -62,7 +64,7 @@ class EpExperts : public ExpertBackend {
   comm::Dispatcher& dispatcher_;
   const placement::Placement* placement_;
   const placement::Router* router_;
-  const ModelWeights& weights_;
+  const ExpertTable& table_;
   ThreadPool& pool_;
   int num_experts_;
   struct Slot {
@@ -87,6 +89,10 @@ placement::ModelShape ModelShapeOf(const ModelConfig& config);
 // Default placement: contiguous equal slices of every MoE layer's experts (the first
 // n % ranks ranks get one more), topology-aware routing among copies.
 placement::Placement ContiguousPlacement(const ModelConfig& config, int num_ranks,
+                                         int ranks_per_node);
+// The same over any family's shape: every layer in `moe_layers` gets contiguous slices.
+placement::Placement ContiguousPlacement(const placement::ModelShape& shape,
+                                         const std::vector<int>& moe_layers, int num_ranks,
                                          int ranks_per_node);
 
 }  // namespace epserve

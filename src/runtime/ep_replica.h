@@ -5,6 +5,12 @@
 // every rank loaded) and wires the model to the dispatcher, the EP experts and its TP group.
 // `epserve generate` under mpirun (runtime/ep_runner.h) and `epserve engine` (the serving
 // world) both start from it.
+//
+// Either model family (runtime/model_family.h): DeepSeek-V2/V3 fills `config`, `loaded` and
+// `model`; DeepSeek-V4 fills `v4_weights` and `v4_model` (every layer is a MoE layer and is
+// placed; every rank maps all experts' FP4 views, which are never read unless routed here, so
+// no selective loading; attention is replicated on the TP ranks, only MoE tokens split:
+// v4::V4Model::SetTensorParallel). V4 refuses MTP and --requant.
 #pragma once
 
 #include <memory>
@@ -15,10 +21,13 @@
 #include "comm/communicator.h"
 #include "comm/dispatch.h"
 #include "model/model.h"
+#include "model/v4/v4_model.h"
+#include "model/v4/v4_weights.h"
 #include "placement/placement.h"
 #include "placement/router.h"
 #include "runtime/ep_experts.h"
 #include "runtime/loaded_model.h"
+#include "runtime/model_family.h"
 
 namespace epserve {
 
@@ -38,19 +47,28 @@ struct EpReplicaOptions {
 };
 
 struct EpReplica {
-  ModelConfig config;
+  ModelFamily family = ModelFamily::kDeepSeekV3;
+  ModelConfig config;        // DeepSeek-V2/V3 only
   std::vector<int> node_of;  // machine of every rank
   int num_ranks = 1, rank = 0, num_nodes = 1, ranks_per_node = 1;
   int tp = 1, dp = 1, group = 0;  // this rank's DP group
   bool leader() const { return rank % tp == 0; }
   std::unique_ptr<placement::Placement> plan;
   std::unique_ptr<placement::Router> router;
-  std::unique_ptr<LoadedModel> loaded;
+  std::unique_ptr<LoadedModel> loaded;             // DeepSeek-V2/V3 only
+  std::unique_ptr<v4::V4Weights> v4_weights;       // DeepSeek-V4 only
+  std::unique_ptr<ExpertTable> expert_table;       // DeepSeek-V2/V3: over loaded->weights
   std::unique_ptr<comm::Communicator> group_comm;  // this group's TP ranks
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<comm::Dispatcher> dispatcher;
   std::unique_ptr<EpExperts> experts;
-  std::unique_ptr<Model> model;
+  std::unique_ptr<Model> model;           // DeepSeek-V2/V3
+  std::unique_ptr<v4::V4Model> v4_model;  // DeepSeek-V4
+  // The family's forward pass, as the engine takes it.
+  ForwardPass& forward() const {
+    if (model) return *model;
+    return *v4_model;
+  }
 };
 
 // Errors that every rank detects alike (bad options, a rank's load failure) come back on every

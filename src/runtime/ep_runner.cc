@@ -59,12 +59,26 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
                                   .mtp = o.engine.mtp},
                                  &rep);
   if (!built.status.ok()) return built;
-  if (Status s = CheckMtp(rep->config, o.engine.mtp); !s.ok()) return {s, true};
+  const bool v4 = rep->family == ModelFamily::kDeepSeekV4;
+  if (v4) {
+    // Every rank finds the same: an error for all, printed once.
+    const std::string what = o.model_dir + " is a DeepSeek-V4 checkpoint: ";
+    if (o.online)
+      return {Status::InvalidArgument(what + "--replace-every (online re-placement) is not "
+                                             "built for V4 yet"),
+              true};
+    if (Status s = rep->v4_model->CheckEngineOptions(o.engine.kv_dtype, o.engine.mtp,
+                                                     o.engine.overlap, o.engine.compute);
+        !s.ok())
+      return {s.WithContextOnce(what.substr(0, what.size() - 2)), true};
+  } else if (Status s = CheckMtp(rep->config, o.engine.mtp); !s.ok()) {
+    return {s, true};
+  }
   const ModelConfig& config = rep->config;
   const int n = rep->num_ranks, me = rep->rank, dp = rep->dp, group = rep->group;
   const std::vector<int>& node_of = rep->node_of;
   const int num_nodes = rep->num_nodes;
-  Model& model = *rep->model;
+  ForwardPass& model = rep->forward();
   EpExperts& experts = *rep->experts;
 
   std::vector<GenerateRequest> requests, group_requests;
@@ -80,16 +94,21 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
   // Every rank of a group sizes its pool alike (followers replay the leader's block ids).
   EngineOptions eng = o.engine;
   if (eng.num_blocks == 0) {
-    eng.num_blocks = o.kv_memory_bytes > 0 ? KvMemoryBlocks(config, eng.kv_dtype, eng.block_size,
-                                                            o.kv_memory_bytes, eng.mtp)
-                                           : BlocksForAll(group_requests, eng.block_size);
+    if (o.kv_memory_bytes == 0)
+      eng.num_blocks = BlocksForAll(group_requests, eng.block_size);
+    else if (v4)
+      eng.num_blocks = KvMemoryBlocks(model.CacheLayout(eng.kv_dtype, eng.mtp), eng.kv_dtype,
+                                      eng.block_size, o.kv_memory_bytes);
+    else
+      eng.num_blocks =
+          KvMemoryBlocks(config, eng.kv_dtype, eng.block_size, o.kv_memory_bytes, eng.mtp);
     if (eng.num_blocks < 1)
       return {Status::InvalidArgument("--kv-memory " + std::to_string(o.kv_memory_bytes) +
                                       " bytes holds no cache block"),
               true};
   }
   eng.keep_logits = o.keep_logits;
-  eng.default_stop_ids = config.eos_token_ids;
+  if (!v4) eng.default_stop_ids = config.eos_token_ids;  // V4: as one process runs it
   Engine engine(model, eng);
   std::unique_ptr<OnlinePlacer> placer;
   if (o.online) {
@@ -99,7 +118,7 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
     auto made = OnlinePlacer::Create(*rep, po);
     if (!made.ok()) return {made.status(), true};
     placer = std::move(*made);
-    model.SetRouteObserver([p = placer.get()](const RouteEvent& ev) { p->Observe(ev); });
+    rep->model->SetRouteObserver([p = placer.get()](const RouteEvent& ev) { p->Observe(ev); });
   }
   GenerateOptions gen{.keep_logits = o.keep_logits,
                       .on_step =
@@ -122,20 +141,22 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
   Status gs = world.GatherBlobs(leader ? Serialize(request_idx, *res) : std::string(), 0, &blobs);
   if (!gs.ok()) return {gs, false};
   std::vector<std::string> stat_blobs;
-  gs = world.GatherBlobs(
-      SerializeRankStats(model.times(), experts, res->prefill_seconds + res->decode_seconds), 0,
-      &stat_blobs);
+  gs = world.GatherBlobs(SerializeRankStats(v4 ? StepTimes{} : rep->model->times(), experts,
+                                            res->prefill_seconds + res->decode_seconds),
+                         0, &stat_blobs);
   if (!gs.ok()) return {gs, false};
   if (me != 0) return {Status::Ok(), false};
 
-  out->vocab = config.vocab_size;
+  out->vocab = model.vocab_size();
   out->num_ranks = n, out->tp = o.tp, out->dp = dp, out->num_nodes = num_nodes;
   out->requests.assign(o.requests.size(), {});
   out->group_batch.assign(dp, 0);
   out->cache_blocks = eng.num_blocks;
   out->block_size = eng.block_size;
-  out->split_forwards = model.split_forwards();
-  out->forwards = model.forwards();
+  if (!v4) {
+    out->split_forwards = rep->model->split_forwards();
+    out->forwards = rep->model->forwards();
+  }
   for (int r = 0; r < n; ++r) {
     const std::string& b = blobs[r];
     if (b.empty()) continue;
@@ -172,7 +193,7 @@ EpError RunEpGenerate(comm::MpiWorld& mpi, const EpRunOptions& o, EpRunResult* o
     out->prefill_tokens += counts[0];
     out->decode_tokens += counts[1];
   }
-  out->stats_table = FormatStats(stat_blobs, node_of, config);
+  if (!v4) out->stats_table = FormatStats(stat_blobs, node_of, config);
   if (placer) {
     out->placer_report = placer->FormatReports();
     out->replacements = placer->reports();

@@ -68,7 +68,8 @@ StatusOr<std::vector<MoeLayerBenchRow>> RunMoeLayerBench(comm::MpiWorld& mpi,
                         bias.empty() ? nullptr : bias.data(), scratch.data(),
                         &ids[static_cast<size_t>(t) * K], &w[static_cast<size_t>(t) * K]);
     comm::Dispatcher dispatcher(world, node_of, {.hidden = H, .top_k = K, .mode = mode});
-    EpExperts experts(dispatcher, plan, router, *lm->weights, pool, c.num_hidden_layers, E);
+    const ModelExpertTable table(*lm->weights);
+    EpExperts experts(dispatcher, plan, router, table, pool, c.num_hidden_layers, E);
     std::vector<double> times;
     for (int rep = 0; rep <= o.repeats; ++rep) {  // rep 0 warms up
       RETURN_IF_ERROR(world.Barrier());

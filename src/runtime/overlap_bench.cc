@@ -21,6 +21,9 @@ StatusOr<std::vector<OverlapBenchRow>> RunOverlapBench(comm::MpiWorld& mpi,
       mpi, {.model_dir = o.model_dir, .ranks_per_node = o.ranks_per_node, .threads = o.threads},
       &rep);
   if (!err.status.ok()) return err.status;
+  if (rep->family == ModelFamily::kDeepSeekV4)
+    return Status::InvalidArgument(o.model_dir +
+                                   " is a DeepSeek-V4 checkpoint: bench moe-layer does not run V4");
   const ModelConfig& c = rep->config;
   Model& model = *rep->model;
   int moe_layers = 0;

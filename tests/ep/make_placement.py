@@ -12,7 +12,8 @@ cfg = json.load(open(config_path))
 n = cfg["n_routed_experts"]
 assert kind == "skewed4", kind
 layers = []
-for layer in range(cfg["first_k_dense_replace"], cfg["num_hidden_layers"]):
+# DeepSeek-V4 has no dense layers (no first_k_dense_replace): every layer is placed.
+for layer in range(cfg.get("first_k_dense_replace", 0), cfg["num_hidden_layers"]):
     # Primary owners: slices of 40%, 25%, 20%, 15% of the experts, rotated per layer.
     cuts = [0, int(n * 0.40), int(n * 0.65), int(n * 0.85), n]
     owner = {}

@@ -154,6 +154,12 @@ StatusOr<V4Config> ParseV4Config(const std::string& json_text, const std::string
   if (static_cast<int64_t>(c.compress_ratios.size()) < c.num_layers + c.num_mtp_layers)
     return r.Error("compress_ratios", "has " + std::to_string(c.compress_ratios.size()) +
                                           " entries, fewer than layers + MTP layers");
+  // FP8 activation scales as DeepSeek's act_quant makes them (power-of-two for "ue8m0"): the
+  // expert-parallel dispatch rounds expert inputs so (docs/expert-parallelism.md).
+  if (j.contains("quantization_config") && j["quantization_config"].is_object()) {
+    const json& q = j["quantization_config"];
+    c.ue8m0_scales = q.contains("scale_fmt") && q["scale_fmt"] == "ue8m0";
+  }
   return c;
 }
 

@@ -42,6 +42,8 @@ struct V4Config {
   int num_hash_layers = 0;
   double route_scale = 1;
   double swiglu_limit = 0;  // 0: no clamp
+  // quantization_config.scale_fmt "ue8m0": FP8 activation scales are powers of two.
+  bool ue8m0_scales = false;
   // The longest sequence; absent from config.json: V4's 1M-token context.
   int64_t max_position_embeddings = int64_t{1} << 20;
 

@@ -77,6 +77,12 @@ V4Model::V4Model(const V4Weights& weights, ThreadPool& pool)
   }
 }
 
+void V4Model::SetExpertInput(ExpertInputFormat format) {
+  const bool local = experts_ == local_experts_.get();
+  local_experts_ = std::make_unique<LocalExperts>(w_, pool_, format, c_.ue8m0_scales);
+  if (local) experts_ = local_experts_.get();
+}
+
 std::string V4Model::Describe() const {
   return "DeepSeek-V4 (" + std::to_string(c_.num_layers) + " layers, hidden " +
          std::to_string(c_.hidden_size) + ", " + std::to_string(c_.num_experts) +
@@ -119,7 +125,13 @@ Status V4Model::Forward(const ForwardBatch& batch, const KvBlocks& kv, float* lo
   const int64_t T = s.T, D = c_.hidden_size;
   const int M = c_.hc_mult;
   chunk_bad_.assign(batch.chunks.size(), 0);
-  if (T == 0) return Status::Ok();
+  if (T == 0) {
+    // Under expert parallelism every rank joins every layer's expert exchange each step, with
+    // zero rows when its group has nothing to run (ExpertBackend; as Model::Forward does).
+    float none = 0;
+    for (int l = 0; l < c_.num_layers; ++l) RETURN_IF_ERROR(Moe(l, s, &none, &none));
+    return Status::Ok();
+  }
   std::vector<float> X(T * M * D), y(T * D), normed(T * D), o(T * D);
   for (int64_t t = 0; t < T; ++t) {
     kernels::DequantizeRow(w_.embed(), s.ids[t], 0, D, &X[t * M * D]);
@@ -217,7 +229,7 @@ Status V4Model::Moe(int l, const Step& s, const float* x, float* out) {
   const int64_t D = c_.hidden_size;
   const int E = c_.num_experts, k = c_.experts_per_token;
   std::vector<float> z(T * E);
-  Project(x, T, L.gate, z.data(), pool_);
+  if (T > 0) Project(x, T, L.gate, z.data(), pool_);
   // Per token: chosen experts and weights.
   std::vector<int32_t> idx(T * k);
   std::vector<float> wt(T * k);
@@ -250,21 +262,26 @@ Status V4Model::Moe(int l, const Step& s, const float* x, float* out) {
   for (int64_t t = 0; t < T; ++t)
     keys[t] = placement::TokenKey(s.batch.chunks[s.chunk[t]].sequence_id,
                                   static_cast<uint32_t>(s.pos[t]));
+  // With TP this rank's experts take its contiguous share [b, b + n) of the tokens (every TP
+  // rank has computed every token's attention and routing alike); the group sums the outputs.
+  const int64_t b = T * tp_.rank / tp_.size, n = T * (tp_.rank + 1) / tp_.size - b;
   const RoutedBatch routed{.layer = l,
-                           .num_tokens = T,
+                           .num_tokens = n,
                            .hidden = static_cast<int>(D),
                            .top_k = k,
-                           .x = x,
-                           .expert_ids = idx.data(),
-                           .weights = wt.data(),
-                           .token_keys = keys.data()};
+                           .x = x + b * D,
+                           .expert_ids = idx.data() + b * k,
+                           .weights = wt.data() + b * k,
+                           .token_keys = keys.data() + b};
   RETURN_IF_ERROR(experts_->Start(0, routed));
   RETURN_IF_ERROR(experts_->Compute(0));
   shared_out_.resize(T * D);
-  RunMlp(L.shared, x, T, shared_out_.data(), mlp_scratch_, pool_);
+  RunMlp(L.shared, x + b * D, n, shared_out_.data() + b * D, mlp_scratch_, pool_);
   std::fill_n(out, T * D, 0.0f);
-  RETURN_IF_ERROR(experts_->Finish(0, out));
-  for (int64_t i = 0; i < T * D; ++i) out[i] += shared_out_[i];
+  RETURN_IF_ERROR(experts_->Finish(0, out + b * D));
+  for (int64_t i = b * D; i < (b + n) * D; ++i) out[i] += shared_out_[i];
+  // Every rank of a group runs the same plan, so all skip the sum of an empty step alike.
+  if (tp_.size > 1 && T > 0) RETURN_IF_ERROR(tp_.group->AllReduceSum(out, T * D));
   return Status::Ok();
 }
 

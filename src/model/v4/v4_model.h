@@ -27,6 +27,7 @@
 #include "base/thread_pool.h"
 #include "model/experts.h"
 #include "model/forward_pass.h"
+#include "model/model.h"
 #include "model/v4/v4_config.h"
 #include "model/v4/v4_ops.h"
 #include "model/v4/v4_weights.h"
@@ -58,6 +59,16 @@ class V4Model : public ForwardPass {
   void SetExperts(ExpertBackend* experts) {
     experts_ = experts != nullptr ? experts : local_experts_.get();
   }
+  // How this process's experts take their inputs: kFp8 rounds them through the dispatch's FP8
+  // format (with the config's ue8m0 scales), so one process reproduces an expert-parallel run
+  // bit for bit (`generate --expert-input fp8`).
+  void SetExpertInput(ExpertInputFormat format);
+  // Tensor parallelism inside a DP group. Unlike Model, attention is not split: every TP rank
+  // computes all heads over all the step's tokens (replicated, so bit-identical to one process;
+  // V4's heads share one K = V entry, so a split would save little but the projections). Each
+  // MoE layer's tokens are split as Model splits them (rank r takes [T r / n, T (r + 1) / n)),
+  // each routed and shared expert computes its share, and the group sums the disjoint outputs.
+  void SetTensorParallel(const TensorParallel& tp) { tp_ = tp; }
 
   std::string Describe() const override;
   int vocab_size() const override { return static_cast<int>(c_.vocab_size); }
@@ -102,6 +113,7 @@ class V4Model : public ForwardPass {
   int row_width_ = 0;
   std::unique_ptr<LocalExperts> local_experts_;
   ExpertBackend* experts_;
+  TensorParallel tp_;
   MlpScratch mlp_scratch_;
   AlignedVector<float> shared_out_;
   std::vector<NonFiniteActivation> non_finite_;
