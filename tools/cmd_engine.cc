@@ -197,15 +197,20 @@ Status RunEngine(const EngineCmdFlags& f) {
     mpi->Abort(1);
   };
   if (!err.status.ok()) return fail(err.status, err.is_global);
-  if (rep->family == ModelFamily::kDeepSeekV4)
-    return fail(Status::InvalidArgument(f.model + " is a DeepSeek-V4 checkpoint: `epserve engine` "
-                                                  "under mpirun does not run V4 yet "
-                                                  "(`epserve generate` under mpirun does)"),
+  const bool v4 = rep->family == ModelFamily::kDeepSeekV4;
+  if (v4 && f.replace.every >= 0)
+    return fail(Status::InvalidArgument(f.model + " is a DeepSeek-V4 checkpoint: --replace-every "
+                                                  "(online re-placement) is not built for V4 yet"),
                 true);
-  if (rank == 0) std::printf("%s\n", DescribeLoad(*rep->loaded, f.model).c_str());
+  if (rank == 0)
+    std::printf("%s\n", v4 ? ("model: " + rep->forward().Describe()).c_str()
+                           : DescribeLoad(*rep->loaded, f.model).c_str());
   std::string note;
   StatusOr<EngineOptions> eo =
-      f.engine.Options(f.model, rep->config, rep->num_ranks, rep->tp, rep->ranks_per_node, &note);
+      v4 ? f.engine.OptionsFor(f.model, rep->forward(), rep->v4_weights->config().eos_token_ids,
+                               rep->num_ranks, rep->tp, rep->ranks_per_node, &note)
+         : f.engine.Options(f.model, rep->config, rep->num_ranks, rep->tp, rep->ranks_per_node,
+                            &note);
   if (!eo.ok()) return fail(eo.status(), true);
   if (rank == 0 && !note.empty()) std::printf("%s\n", note.c_str());
   // TP followers replay their leader's block ids: every rank of a group takes the smallest pool
@@ -213,7 +218,7 @@ Status RunEngine(const EngineCmdFlags& f) {
   int64_t neg = -eo->num_blocks;
   if (Status st = rep->group_comm->AllReduceMax(&neg, 1); !st.ok()) return fail(st, false);
   eo->num_blocks = -neg;
-  Engine engine(*rep->model, *eo);
+  Engine engine(rep->forward(), *eo);
   std::unique_ptr<OnlinePlacer> placer;
   if (std::optional<OnlinePlacerOptions> po = f.replace.Options()) {
     po->load.requant = RequantFromFlag(f.engine.requant);

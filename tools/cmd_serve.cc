@@ -21,12 +21,14 @@
 #include "io/checkpoint.h"
 #include "model/config.h"
 #include "model/generation_config.h"
+#include "model/v4/v4_config.h"
 #include "rpc/engine_client.h"
 #include "rpc/engine_service.h"
 #include "rpc/tls.h"
 #include "runtime/engine_group.h"
 #include "runtime/engine_worker.h"
 #include "runtime/loaded_model.h"
+#include "runtime/model_family.h"
 #include "serve/chat_output.h"
 #include "serve/completion_session.h"
 #include "serve/group_router.h"
@@ -243,7 +245,18 @@ Status RunServe(const ServeFlags& f) {
   // A model without a chat template still serves /v1/completions.
   StatusOr<text::ChatTemplate> tmpl = text::LoadChatTemplate(dir + "/tokenizer_config.json");
   ASSIGN_OR_RETURN(std::string config_text, ReadTextFile(dir + "/config.json"));
-  ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::Parse(config_text, dir + "/config.json"));
+  // What the scheduler needs of the model: its kind and context (either family).
+  ASSIGN_OR_RETURN(const ModelFamily family, DetectModelFamily(dir));
+  std::string model_type = "deepseek_v4";
+  int64_t max_model_len = 0;
+  if (family == ModelFamily::kDeepSeekV4) {
+    ASSIGN_OR_RETURN(v4::V4Config v4_config, v4::ParseV4Config(config_text, dir + "/config.json"));
+    max_model_len = v4_config.max_position_embeddings;
+  } else {
+    ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::Parse(config_text, dir + "/config.json"));
+    model_type = config.model_type;
+    max_model_len = config.max_position_embeddings;
+  }
   // The sampling defaults of requests that set none: the checkpoint's generation_config.json.
   ASSIGN_OR_RETURN(GenerationConfig generation, ReadGenerationConfig(f.generation_config, dir));
   serve::SamplingDefaults sampling;
@@ -258,7 +271,7 @@ Status RunServe(const ServeFlags& f) {
   ASSIGN_OR_RETURN(formats, ReadChatFormats(f, dir));
   // DeepSeek-V3.2 ships encoding/encoding_dsv32.py instead of a chat template: "auto" takes its
   // DSML tool calls, V3.1-style reasoning and the built-in prompt (serve/dsv32_prompt.h).
-  if (config.model_type == "deepseek_v32" && !tmpl.ok()) {
+  if (model_type == "deepseek_v32" && !tmpl.ok()) {
     if (f.tool_call_format == "auto") formats.tools = serve::ToolCallFormat::kDeepSeekV32;
     if (f.reasoning_parser == "auto")
       formats.reasoning = serve::ServeContext::Reasoning::kDeepSeekV3;
@@ -374,7 +387,7 @@ Status RunServe(const ServeFlags& f) {
   ctx.chat_template = tmpl.ok() ? &*tmpl : nullptr;
   ctx.model_name = f.served_model_name.empty() ? std::filesystem::path(dir).filename().string()
                                                : f.served_model_name;
-  ctx.max_model_len = config.max_position_embeddings;
+  ctx.max_model_len = max_model_len;
   ctx.sampling_defaults = sampling;
   ctx.tool_format = formats.tools;
   ctx.reasoning = formats.reasoning;

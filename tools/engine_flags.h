@@ -9,6 +9,8 @@
 
 #include "base/status.h"
 #include "model/model.h"
+#include "model/v4/v4_model.h"
+#include "model/v4/v4_weights.h"
 #include "runtime/engine.h"
 #include "runtime/loaded_model.h"
 #include "tools/device_flag.h"
@@ -40,8 +42,20 @@ struct EngineFlags {
   StatusOr<EngineOptions> Options(const std::string& model_dir, const ModelConfig& config,
                                   int ep = 1, int tp = 1, int ranks_per_machine = 1,
                                   std::string* overlap_note = nullptr) const;
+  // The same for a model already built, of any family (model/forward_pass.h): its own option
+  // checks and cache layout; eos_ids are the default stop ids.
+  StatusOr<EngineOptions> OptionsFor(const std::string& model_dir, const ForwardPass& model,
+                                     const std::vector<int32_t>& eos_ids, int ep = 1, int tp = 1,
+                                     int ranks_per_machine = 1,
+                                     std::string* overlap_note = nullptr) const;
   // The flags again, for a child `epserve engine` command line.
   std::vector<std::string> Args() const;
+
+ private:
+  // What every family shares: the limits, the cache dtype, overlap, stop ids, constraints.
+  StatusOr<EngineOptions> Common(const std::string& model_dir, const std::vector<int32_t>& eos_ids,
+                                 int ep, int tp, int ranks_per_machine,
+                                 std::string* overlap_note) const;
 };
 
 // A whole model in this process (no expert parallelism).
@@ -51,6 +65,9 @@ struct LocalEngine {
   std::unique_ptr<DeviceParts> device;  // --device cuda: weights, backend, cache on the GPU
   std::unique_ptr<Model> model;
   std::unique_ptr<LocalExperts> experts;
+  // DeepSeek-V4 (runtime/model_family.h) instead of loaded/model/experts.
+  std::unique_ptr<v4::V4Weights> v4_weights;
+  std::unique_ptr<v4::V4Model> v4_model;
   std::unique_ptr<Engine> engine;
 };
 StatusOr<std::unique_ptr<LocalEngine>> StartLocalEngine(const std::string& model_dir,

@@ -14,7 +14,8 @@ const char* ModelFamilyName(ModelFamily family) {
 StatusOr<ModelFamily> DetectModelFamily(const std::string& dir) {
   const std::string path = dir + "/config.json";
   std::ifstream in(path);
-  if (!in) return Status::NotFound(path + ": cannot open (is " + dir + " a model folder?)");
+  // No config.json: the V2/V3 loader's errors say what the folder lacks.
+  if (!in) return ModelFamily::kDeepSeekV3;
   std::stringstream text;
   text << in.rdbuf();
   ASSIGN_OR_RETURN(nlohmann::json j, ParseJson(text.str(), path));

@@ -13,7 +13,8 @@ namespace epserve {
 enum class ModelFamily { kDeepSeekV3, kDeepSeekV4 };
 const char* ModelFamilyName(ModelFamily family);  // "DeepSeek-V2/V3" | "DeepSeek-V4"
 
-// Errors: config.json missing or not JSON (naming the file).
+// Errors: config.json not JSON (naming the file). Without a config.json: kDeepSeekV3, whose
+// loader then says what the folder lacks.
 StatusOr<ModelFamily> DetectModelFamily(const std::string& dir);
 
 }  // namespace epserve

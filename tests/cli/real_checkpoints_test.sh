@@ -75,7 +75,14 @@ echo "MTP layer dropped: --mtp off gives the full checkpoint's tokens; --mtp on:
 
 # model_type and architectures.
 SUPPORTED='(supported: deepseek_v2 (DeepseekV2ForCausalLM), deepseek_v3 (DeepseekV3ForCausalLM), deepseek_v32 (DeepseekV32ForCausalLM))'
-for t in deepseek_v4 llama; do
+# deepseek_v4 goes to the V4 loader (its own config fields), so a V3 config relabelled is
+# refused naming the first V4 field it lacks.
+copy model type_deepseek_v4
+edit_config "$WORK/type_deepseek_v4" "c['model_type'] = 'deepseek_v4'; c.pop('architectures')"
+if gen "$WORK/type_deepseek_v4" type_deepseek_v4 2>"$WORK/err.txt"; then fail "a V3 config as deepseek_v4 was accepted"; fi
+grep -qF "type_deepseek_v4/config.json: head_dim is missing" "$WORK/err.txt" ||
+  fail "model_type deepseek_v4: $(cat "$WORK/err.txt")"
+for t in deepseek_v5 llama; do
   copy model "type_$t"
   edit_config "$WORK/type_$t" "c['model_type'] = '$t'; c.pop('architectures')"
   if gen "$WORK/type_$t" "type_$t" 2>"$WORK/err.txt"; then fail "model_type $t was accepted"; fi

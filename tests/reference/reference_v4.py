@@ -8,7 +8,7 @@ incremental per-sequence state.
 
   /usr/bin/python3 tests/reference/reference_v4.py --model DIR --prompt-ids 1,2,3 \
       [--prompt-ids 4,5 ...] --max-tokens N --logits-out L.npy --tokens-out T.json \
-      [--numerics exact|deepseek] [--mtp-logits-out M.npy]
+      [--numerics exact|deepseek] [--mtp-logits-out M.npy] [--cache-gb G]
 
 Logits: float32 [num_sequences, N, vocab]; step 0 is at the last prompt position, step i at
 the i-th generated token. Greedy (argmax; no EOS stop). stderr gets each sequence's smallest
@@ -26,6 +26,15 @@ Hadamard rotation and FP4 simulation q4 of the indexer's queries and keys).
 §10) and the FP8 (q8_128) quantization of the input of every FP8/FP4-weight projection, with
 float32 RoPE angles; the sparse-attention kernel's bf16 rounding of the softmax numerators is
 done as for one block (exact for up to 64 attended entries).
+
+--cache-gb G (as reference.py's, for real-shape checkpoints, whose float64 weights are ~8x
+the FP8 checkpoint and ~16x its FP4 experts): at most G GB of decoded float64 weights are kept,
+the first ones read (a forward pass reads them in the same order each time, which an evicting
+cache would turn into no hits); past the bound a weight is decoded again at each use. Routed
+experts are never kept (decoded at each use: they are the bulk, and a pass uses a few of each
+layer's), the embedding is read by the rows of the token ids and the LM head by blocks of
+rows. The same numbers as without the bound (v4_self_test.py checks it); without the flag
+every weight is kept.
 """
 import argparse
 import json
@@ -59,14 +68,23 @@ def ue8m0_value(b):
     return np.where(b == 255, np.nan, out)
 
 
+# byte -> (low nibble's value, high nibble's), one complex128 per byte: a single np.take per byte
+# (a real-shape reference decodes every routed expert it uses at each use).
+_FP4_PAIRS = np.array([[FP4_VALUES[b & 0x0F], FP4_VALUES[b >> 4]] for b in range(256)],
+                      dtype=np.float64).view(np.complex128).reshape(256)
+
+
 def fp4_unpack(packed, scale, block=32):
     """I8 [out, in/2] packed e2m1 (input 2j in the low nibble of byte j, 2j+1 in the high one)
     and UE8M0 [out, in/block] -> float64 [out, in]."""
     u = np.asarray(packed).view(np.uint8)
-    table = np.array(FP4_VALUES, dtype=np.float64)
-    vals = np.stack((table[u & 0x0F], table[u >> 4]), axis=-1).reshape(u.shape[0], -1)
-    s = np.repeat(ue8m0_value(scale), block, axis=1)[:, :vals.shape[1]]
-    return vals * s
+    vals = np.take(_FP4_PAIRS, u).view(np.float64).reshape(u.shape[0], -1)
+    s = ue8m0_value(scale)
+    n = vals.shape[1]
+    if n == s.shape[1] * block:   # whole blocks: the scale broadcast in place
+        vals.reshape(u.shape[0], -1, block)[...] *= s[:, :, None]
+        return vals
+    return vals * np.repeat(s, block, axis=1)[:, :n]
 
 
 class V4Checkpoint(Checkpoint):
@@ -212,21 +230,48 @@ def read_config(model_dir):
 
 
 class ModelV4:
-    def __init__(self, model_dir, numerics="exact"):
+    # cache_bytes: the most bytes of float64 weights kept (None: all; module docstring).
+    cache_bytes = None
+    HEAD_ROWS = 8192          # LM head rows decoded at a time past the bound
+
+    def __init__(self, model_dir, numerics="exact", cache_bytes=None):
         if numerics not in ("exact", "deepseek"):
             raise ValueError(numerics)
         self.ds = numerics == "deepseek"
         self.ck = V4Checkpoint(model_dir)
         self.c = read_config(model_dir)
         self._w = {}
+        self.cache_bytes = cache_bytes
+        self._cached = 0
         self._freqs = {}
         self.index_gaps = {}
 
     # --- weights and primitive ops ------------------------------------------------------
     def w(self, name):
-        if name not in self._w:
-            self._w[name] = torch.from_numpy(np.ascontiguousarray(self.ck.get_f64(name)))
-        return self._w[name]
+        if name in self._w:
+            return self._w[name]
+        t = torch.from_numpy(np.ascontiguousarray(self.ck.get_f64(name)))
+        if self.cache_bytes is None or (".experts." not in name and
+                                        self._cached + t.numel() * 8 <= self.cache_bytes):
+            self._w[name] = t
+            self._cached += t.numel() * 8
+        return t
+
+    def embed(self, ids):
+        """Rows `ids` of embed.weight (float64 [len(ids), D]); by rows past a bound."""
+        if self.cache_bytes is None:
+            return self.w("embed.weight")[torch.as_tensor(ids)]
+        return torch.cat([torch.from_numpy(self.ck.rows_f64("embed.weight", i, i + 1))
+                          for i in ids])
+
+    def head(self, x):
+        """x @ head.weight^T; by blocks of HEAD_ROWS rows past a bound."""
+        if self.cache_bytes is None:
+            return x @ self.w("head.weight").T
+        n, step = self.c["vocab"], self.HEAD_ROWS
+        return torch.cat([x @ torch.from_numpy(self.ck.rows_f64("head.weight", r,
+                                                                min(n, r + step))).T
+                          for r in range(0, n, step)], -1)
 
     def quantized(self, name):
         return self.ck.dtype(name) in ("F8_E4M3", "I8")
@@ -431,7 +476,7 @@ class ModelV4:
 
     def streams(self, ids):
         """ids -> the final residual streams [T, M, D]."""
-        h = self.w("embed.weight")[torch.as_tensor(ids)]
+        h = self.embed(ids)
         X = h[:, None, :].repeat(1, self.c["hc"], 1)
         for l in range(self.c["layers"]):
             X = self.block(l, X, ids)
@@ -439,7 +484,7 @@ class ModelV4:
 
     def logits_of(self, X, prefix=""):
         x = self.rms(self.hc_head(X, prefix), prefix + "norm")
-        return x @ self.w("head.weight").T
+        return self.head(x)
 
     def forward(self, ids, last_only=False):
         X = self.streams(ids)
@@ -451,7 +496,7 @@ class ModelV4:
         L = self.c["layers"]
         X = self.streams(ids)[:-1]
         nxt = ids[1:]
-        e = self.rms(self.w("embed.weight")[torch.as_tensor(nxt)], "mtp.0.enorm")
+        e = self.rms(self.embed(nxt), "mtp.0.enorm")
         Xn = self.rms(X, "mtp.0.hnorm")
         Z = self.lin(e, "mtp.0.e_proj")[:, None, :] + self.lin(Xn, "mtp.0.h_proj")
         Z = self.rb(Z)
@@ -472,11 +517,16 @@ def main(argv=None):
     ap.add_argument("--mtp-logits-out", default=None,
                     help=".npy: per sequence, MTP module 0's logits over prompt + generated "
                          "tokens (float32 [seqs, len - 1, vocab]; sequences of equal length)")
+    ap.add_argument("--cache-gb", type=float, default=None,
+                    help="keep at most this many GB of float64 weights (default: all); past it "
+                         "weights are decoded at each use, routed experts always, the embedding "
+                         "and LM head read by rows (for real-shape checkpoints)")
     args = ap.parse_args(argv)
     if args.max_tokens < 1:
         ap.error("--max-tokens must be >= 1")
     torch.set_num_threads(max(1, os.cpu_count() or 1))
-    model = ModelV4(args.model, args.numerics)
+    model = ModelV4(args.model, args.numerics,
+                    None if args.cache_gb is None else int(args.cache_gb * 1e9))
     vocab = model.c["vocab"]
     prompts = [[int(t) for t in p.split(",") if t.strip()] for p in args.prompt_ids]
     for p in prompts:

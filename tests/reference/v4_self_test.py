@@ -184,6 +184,17 @@ class Compressor(unittest.TestCase):
 
 
 class TinyModel(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        # one fp8 checkpoint (seed 2) for test_causal and test_bounded_cache_same_logits
+        cls._tmp = tempfile.TemporaryDirectory()
+        cls.seed2 = cls._tmp.name
+        write_tiny_v4(cls.seed2, "fp8", seed=2)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._tmp.cleanup()
+
     def test_fp8_and_bf16_checkpoints_agree_exactly(self):
         with tempfile.TemporaryDirectory() as d:
             write_tiny_v4(os.path.join(d, "a"), "fp8", seed=1)
@@ -197,13 +208,33 @@ class TinyModel(unittest.TestCase):
             self.assertEqual(tuple(ma.shape), (len(ids) - 1, 512))
 
     def test_causal(self):
-        with tempfile.TemporaryDirectory() as d:
-            write_tiny_v4(d, "fp8", seed=2)
-            m = R.ModelV4(d)
-            ids = list(range(5, 30))
-            full = m.forward(ids)
-            part = m.forward(ids[:13])
-            self.assertTrue(torch.allclose(full[:13], part, rtol=0, atol=1e-10))
+        m = R.ModelV4(self.seed2)
+        ids = list(range(5, 30))
+        full = m.forward(ids)
+        part = m.forward(ids[:13])
+        self.assertTrue(torch.allclose(full[:13], part, rtol=0, atol=1e-10))
+
+    def test_bounded_cache_same_logits(self):
+        # --cache-gb: a bound that holds only a few small weights (the rest decoded at each
+        # use, routed experts always), the embedding by rows, the head by blocks of 100 rows
+        # (vocab 512: a partial last block) -> the unbounded model's logits and tokens.
+        d = self.seed2
+        # 21 tokens: the ratio-4 layers' indexer picks 4 of 5 entries at the last queries
+        ids = [3, 17, 99, 4, 250, 8, 9, 10, 11, 12, 13, 14, 15, 16, 400, 2, 7, 5, 6, 31, 44]
+        full = R.ModelV4(d)
+        small = R.ModelV4(d, cache_bytes=300_000)
+        small.HEAD_ROWS = 100
+        lf, ls = full.forward(ids), small.forward(ids)
+        tol = 1e-12 * float(lf.abs().max())
+        self.assertTrue(torch.equal(lf.argmax(-1), ls.argmax(-1)))
+        self.assertTrue(torch.allclose(lf, ls, rtol=1e-12, atol=tol))
+        self.assertTrue(torch.allclose(full.mtp_logits(ids), small.mtp_logits(ids),
+                                       rtol=1e-12, atol=tol))
+        self.assertLessEqual(small._cached, 300_000)
+        self.assertTrue(small._w)                          # some kept ...
+        self.assertLess(len(small._w), len(full._w) // 4)  # ... most not
+        self.assertFalse([n for n in small._w if ".experts." in n or "embed" in n
+                          or n == "head.weight"])
 
 
 if __name__ == "__main__":

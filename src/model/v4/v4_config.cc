@@ -160,6 +160,21 @@ StatusOr<V4Config> ParseV4Config(const std::string& json_text, const std::string
     const json& q = j["quantization_config"];
     c.ue8m0_scales = q.contains("scale_fmt") && q["scale_fmt"] == "ue8m0";
   }
+  // The default stop ids of generation (an integer or a list).
+  if (j.contains("eos_token_id") && !j["eos_token_id"].is_null()) {
+    const json& e = j["eos_token_id"];
+    auto add = [&](const json& x) -> Status {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= c.vocab_size)
+        return r.Error("eos_token_id", "must be token ids in [0, vocab_size), got " + e.dump());
+      c.eos_token_ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
+      return Status::Ok();
+    };
+    if (e.is_array()) {
+      for (const json& x : e) RETURN_IF_ERROR(add(x));
+    } else {
+      RETURN_IF_ERROR(add(e));
+    }
+  }
   return c;
 }
 

@@ -44,6 +44,7 @@ struct V4Config {
   double swiglu_limit = 0;  // 0: no clamp
   // quantization_config.scale_fmt "ue8m0": FP8 activation scales are powers of two.
   bool ue8m0_scales = false;
+  std::vector<int32_t> eos_token_ids;  // eos_token_id: generation's default stop ids
   // The longest sequence; absent from config.json: V4's 1M-token context.
   int64_t max_position_embeddings = int64_t{1} << 20;
 
