@@ -1,5 +1,6 @@
 #include "io/safetensors_writer.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
@@ -72,6 +73,42 @@ Status SafetensorsWriter::Write(const std::string& path, const Progress& progres
     if (progress) progress(done, total_bytes_);
   }
   return f.Commit();
+}
+
+std::string ShardFileName(int shard, int num_shards) {
+  if (num_shards == 1) return "model.safetensors";
+  auto five = [](int i) {
+    const std::string s = std::to_string(i);
+    return std::string(5 - std::min<size_t>(5, s.size()), '0') + s;
+  };
+  return "model-" + five(shard + 1) + "-of-" + five(num_shards) + ".safetensors";
+}
+
+Status WriteShardedCheckpoint(const std::vector<SafetensorsWriter>& writers,
+                              const std::string& out_dir,
+                              const SafetensorsWriter::Progress& progress) {
+  const int num_shards = static_cast<int>(writers.size());
+  uint64_t total_bytes = 0;
+  for (const SafetensorsWriter& w : writers) total_bytes += w.total_bytes();
+  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+  uint64_t bytes_before = 0;  // in the shards already written
+  for (int shard = 0; shard < num_shards; ++shard) {
+    const std::string file = ShardFileName(shard, num_shards);
+    for (const auto& name : writers[shard].Names()) weight_map[name] = file;
+    SafetensorsWriter::Progress shard_progress;
+    if (progress)
+      shard_progress = [&](uint64_t done, uint64_t) { progress(bytes_before + done, total_bytes); };
+    RETURN_IF_ERROR(writers[shard].Write(out_dir + "/" + file, shard_progress));
+    bytes_before += writers[shard].total_bytes();
+  }
+  if (num_shards > 1) {
+    nlohmann::ordered_json index;
+    index["metadata"] = {{"total_size", total_bytes}};
+    index["weight_map"] = weight_map;
+    RETURN_IF_ERROR(
+        WriteFileAtomically(out_dir + "/model.safetensors.index.json", index.dump(2) + "\n"));
+  }
+  return Status::Ok();
 }
 
 }  // namespace epserve

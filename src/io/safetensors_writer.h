@@ -69,4 +69,15 @@ class SafetensorsWriter {
   size_t total_bytes_ = 0;
 };
 
+// The Hugging Face shard names: "model.safetensors" for one shard, else
+// "model-0000S-of-0000N.safetensors" (S from 1).
+std::string ShardFileName(int shard, int num_shards);
+
+// Writes writers[s] as shard s of out_dir (ShardFileName), then, with several shards, the
+// index model.safetensors.index.json (total_size and each tensor's file). `progress` (may be
+// null) is told (data bytes written over all shards, their total) after each tensor.
+Status WriteShardedCheckpoint(const std::vector<SafetensorsWriter>& writers,
+                              const std::string& out_dir,
+                              const SafetensorsWriter::Progress& progress);
+
 }  // namespace epserve

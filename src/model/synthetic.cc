@@ -241,15 +241,6 @@ void AddTensor(SafetensorsWriter& w, const TensorSpec& in_spec, const SyntheticO
   }
 }
 
-std::string ShardFileName(int shard, int num_shards) {
-  if (num_shards == 1) return "model.safetensors";
-  auto five = [](int i) {
-    const std::string s = std::to_string(i);
-    return std::string(5 - std::min<size_t>(5, s.size()), '0') + s;
-  };
-  return "model-" + five(shard + 1) + "-of-" + five(num_shards) + ".safetensors";
-}
-
 }  // namespace
 
 Status WriteSyntheticCheckpoint(const SyntheticOptions& opt) {
@@ -277,27 +268,7 @@ Status WriteSyntheticCheckpoint(const SyntheticOptions& opt) {
             : static_cast<int>(static_cast<int64_t>(spec.layer) * opt.num_shards / total_layers);
     AddTensor(writers[s], spec, opt);
   }
-  uint64_t total_bytes = 0;
-  for (const SafetensorsWriter& w : writers) total_bytes += w.total_bytes();
-  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
-  uint64_t bytes_before = 0;  // in the shards already written
-  for (int shard = 0; shard < opt.num_shards; ++shard) {
-    const std::string file = ShardFileName(shard, opt.num_shards);
-    for (const auto& name : writers[shard].Names()) weight_map[name] = file;
-    SafetensorsWriter::Progress progress;
-    if (opt.progress)
-      progress = [&](uint64_t done, uint64_t) { opt.progress(bytes_before + done, total_bytes); };
-    RETURN_IF_ERROR(writers[shard].Write(opt.out_dir + "/" + file, progress));
-    bytes_before += writers[shard].total_bytes();
-  }
-  if (opt.num_shards > 1) {
-    nlohmann::ordered_json index;
-    index["metadata"] = {{"total_size", total_bytes}};
-    index["weight_map"] = weight_map;
-    RETURN_IF_ERROR(
-        WriteFileAtomically(opt.out_dir + "/model.safetensors.index.json", index.dump(2) + "\n"));
-  }
-  return Status::Ok();
+  return WriteShardedCheckpoint(writers, opt.out_dir, opt.progress);
 }
 
 }  // namespace epserve
