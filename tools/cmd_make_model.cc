@@ -85,10 +85,14 @@ Status CheckDiskRoom(const std::string& out, double bytes) {
   return Status::IoError("--out " + out + text);
 }
 
-// Copies `from`'s tokenizer files, or trains a byte-level BPE with exactly vocab_size ids.
-Status WriteTokenizer(const std::string& from, int vocab_size, const std::string& out_dir) {
+// Copies `from`'s tokenizer files, or trains a byte-level BPE with exactly vocab_size ids
+// (without a chat template when `chat_template` is false: DeepSeek-V4 ships none, its prompt
+// is the built-in encoding of serve/dsv4_prompt.h).
+Status WriteTokenizer(const std::string& from, int vocab_size, const std::string& out_dir,
+                      bool chat_template = true) {
   if (from.empty()) {
     ASSIGN_OR_RETURN(auto files, text::TrainByteLevelBpe({.vocab_size = vocab_size}));
+    if (!chat_template) files.tokenizer_config.erase("chat_template");
     return text::WriteTokenizerFiles(files, out_dir);
   }
   for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
@@ -147,7 +151,9 @@ void MakeV4Model(const MakeModelFlags& f, CommandContext& ctx) {
   if (::isatty(2) && (opt.num_shards > 1 || bytes > kProgressFromBytes))
     opt.progress = ProgressLine();
   st = v4::WriteV4SyntheticCheckpoint(opt);
-  if (st.ok()) st = WriteTokenizer(f.tokenizer, static_cast<int>(config->vocab_size), f.out);
+  if (st.ok())
+    st = WriteTokenizer(f.tokenizer, static_cast<int>(config->vocab_size), f.out,
+                        /*chat_template=*/false);
   if (!st.ok()) return ReportError(ctx, st.message());
   std::printf("wrote %s model (%s) to %s\n", f.preset.c_str(), f.dtype.c_str(), f.out.c_str());
 }

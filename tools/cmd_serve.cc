@@ -271,17 +271,23 @@ Status RunServe(const ServeFlags& f) {
   ASSIGN_OR_RETURN(formats, ReadChatFormats(f, dir));
   // DeepSeek-V3.2 ships encoding/encoding_dsv32.py instead of a chat template: "auto" takes its
   // DSML tool calls, V3.1-style reasoning and the built-in prompt (serve/dsv32_prompt.h).
-  if (model_type == "deepseek_v32" && !tmpl.ok()) {
-    if (f.tool_call_format == "auto") formats.tools = serve::ToolCallFormat::kDeepSeekV32;
+  // DeepSeek-V4 likewise (encoding/encoding_dsv4.py; serve/dsv4_prompt.h).
+  const bool builtin_v32 = model_type == "deepseek_v32";
+  if ((builtin_v32 || family == ModelFamily::kDeepSeekV4) && !tmpl.ok()) {
+    if (f.tool_call_format == "auto")
+      formats.tools =
+          builtin_v32 ? serve::ToolCallFormat::kDeepSeekV32 : serve::ToolCallFormat::kDeepSeekV4;
     if (f.reasoning_parser == "auto")
       formats.reasoning = serve::ServeContext::Reasoning::kDeepSeekV3;
   }
   if (!tmpl.ok()) {
-    if (formats.tools == serve::ToolCallFormat::kDeepSeekV32)
-      std::fprintf(stderr,
-                   "epserve: no chat template (%s); chat prompts are rendered by the built-in "
-                   "DeepSeek-V3.2 encoding\n",
-                   tmpl.status().message().c_str());
+    if (serve::IsDsml(formats.tools))
+      std::fprintf(
+          stderr,
+          "epserve: no chat template (%s); chat prompts are rendered by the built-in "
+          "%s encoding\n",
+          tmpl.status().message().c_str(),
+          formats.tools == serve::ToolCallFormat::kDeepSeekV4 ? "DeepSeek-V4" : "DeepSeek-V3.2");
     else
       std::fprintf(stderr, "epserve: no chat template (%s); /v1/chat/completions answers 400\n",
                    tmpl.status().message().c_str());
@@ -626,15 +632,17 @@ void RegisterServeCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--tool-call-format", f->tool_call_format,
                   "how the model writes tool calls: deepseek_v3 (V3, R1), deepseek_v31 (V3.1), "
                   "deepseek_v32 (V3.2's DSML; without a chat template, also its built-in "
-                  "prompt), none, or auto (read from the chat template or model_type)")
-      ->check(CLI::IsMember(
-          {"auto", "deepseek_v3", "deepseek_r1", "deepseek_v31", "deepseek_v32", "none"}))
+                  "prompt), deepseek_v4 (V4's DSML; likewise), none, or auto (read from the "
+                  "chat template or the model's kind)")
+      ->check(CLI::IsMember({"auto", "deepseek_v3", "deepseek_r1", "deepseek_v31", "deepseek_v32",
+                             "deepseek_v4", "none"}))
       ->capture_default_str()
       ->group(chat);
   cmd->add_option("--reasoning-parser", f->reasoning_parser,
                   "where reasoning_content comes from: deepseek-r1 (output reasons until "
-                  "</think>), deepseek-v3 (V3.1: only with chat_template_kwargs "
-                  "{\"thinking\": true}), none, or auto (read from the chat template)")
+                  "</think>), deepseek-v3 (V3.1, V3.2, V4: only with chat_template_kwargs "
+                  "{\"thinking\": true} or a reasoning_effort), none, or auto (read from the "
+                  "chat template)")
       ->check(CLI::IsMember({"auto", "deepseek-r1", "deepseek-v3", "none"}))
       ->capture_default_str()
       ->group(chat);

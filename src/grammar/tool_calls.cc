@@ -192,7 +192,8 @@ StatusOr<Expr> DsmlInvoke(GrammarBuilder& b, const Json& t) {
                 b.Literal("\n</｜DSML｜invoke>")});
 }
 
-StatusOr<std::shared_ptr<const Grammar>> CompileDsml(const Json& spec) {
+// `block`: function_calls (V3.2) or tool_calls (V4).
+StatusOr<std::shared_ptr<const Grammar>> CompileDsml(const Json& spec, const std::string& block) {
   GrammarBuilder b;
   std::vector<Expr> alternatives;
   for (const Json& t : spec["tools"]) {
@@ -202,8 +203,8 @@ StatusOr<std::shared_ptr<const Grammar>> CompileDsml(const Json& spec) {
   const Expr one = b.Alt(std::move(alternatives));
   const Expr more =
       spec.value("parallel", false) ? b.Star(b.Seq({b.Literal("\n"), one})) : b.Empty();
-  return b.Build(b.Seq({b.Literal("<｜DSML｜function_calls>\n"), one, more,
-                        b.Literal("\n</｜DSML｜function_calls>")}));
+  return b.Build(b.Seq({b.Literal("<｜DSML｜" + block + ">\n"), one, more,
+                        b.Literal("\n</｜DSML｜" + block + ">")}));
 }
 
 StatusOr<std::shared_ptr<const Grammar>> CompileV3(const Json& spec, const ToolCallTokens& ids,
@@ -237,11 +238,12 @@ StatusOr<std::shared_ptr<const Grammar>> CompileToolCalls(const nlohmann::ordere
   if (!spec.contains("tools") || !spec["tools"].is_array() || spec["tools"].empty())
     return Status::InvalidArgument("constraint: tool_calls without tools");
   const std::string format = spec.value("format", "deepseek_v3");
-  if (format == "deepseek_v32") return CompileDsml(spec);
+  if (format == "deepseek_v32") return CompileDsml(spec, "function_calls");
+  if (format == "deepseek_v4") return CompileDsml(spec, "tool_calls");
   if (format == "deepseek_v3" || format == "deepseek_v31")
     return CompileV3(spec, tokens, format == "deepseek_v31");
   return Status::InvalidArgument("constraint: unknown tool-call format \"" + format +
-                                 "\" (deepseek_v3, deepseek_v31, deepseek_v32)");
+                                 "\" (deepseek_v3, deepseek_v31, deepseek_v32, deepseek_v4)");
 }
 
 }  // namespace epserve::grammar

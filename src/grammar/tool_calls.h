@@ -1,6 +1,7 @@
 // The grammar of a forced tool-call block (tool_choice "required" or a named function) in each
 // DeepSeek chat format, from runtime/grammar_constraint.h's spec:
-//   {"type": "tool_calls", "format": "deepseek_v3" | "deepseek_v31" | "deepseek_v32",
+//   {"type": "tool_calls", "format": "deepseek_v3" | "deepseek_v31" | "deepseek_v32" |
+//    "deepseek_v4",
 //    "tools": [{"name": "...", "parameters": {...}}, ...], "parallel": bool}
 // One call (or, when parallel, one or more), each naming one of the tools with arguments that
 // satisfy its parameters schema:
@@ -13,6 +14,7 @@
 //                 <｜DSML｜parameter name="KEY" string="true|false">VALUE</｜DSML｜parameter>
 //                 (parameters joined by "\n")\n</｜DSML｜invoke> (invokes joined by "\n")
 //                 \n</｜DSML｜function_calls>
+//   deepseek_v4   the same, the block named <｜DSML｜tool_calls> (encoding_dsv4.py)
 // DSML writes one parameter per property of the tool's object schema, in the schema's order,
 // the required ones always and the others optionally. A property whose schema is just
 // {"type": "string"} (annotations aside) is raw text (string="true": any UTF-8 text without

@@ -127,5 +127,16 @@ TEST(DsmlToolCallsTest, SchemasDsmlCannotWriteAreRefusedByName) {
   EXPECT_FALSE(unknown.ok());
 }
 
+TEST(DsmlToolCallsTest, DeepSeekV4NamesItsBlockToolCalls) {
+  auto g = CompileToolCalls(
+      Json{{"type", "tool_calls"}, {"format", "deepseek_v4"}, {"tools", Json::array({kTime})}}, {});
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const auto v = SmallVocab({});
+  const std::string call = Invoke("get_time", {});
+  // As encoding_dsv4.py renders an assistant's calls (tool_calls_template).
+  EXPECT_TRUE(MatchesBytes(*g, v, "<｜DSML｜tool_calls>\n" + call + "\n</｜DSML｜tool_calls>"));
+  EXPECT_FALSE(MatchesBytes(*g, v, Block({call})));  // V3.2's function_calls block
+}
+
 }  // namespace
 }  // namespace epserve::grammar

@@ -28,6 +28,16 @@ constexpr std::string_view kDsmlMarkerText[] = {
     "</｜DSML｜invoke>",
     "",
 };
+// V4's: V3.2's with the block named tool_calls.
+constexpr std::string_view kDsmlV4MarkerText[] = {
+    "<think>",
+    "</think>",
+    "<｜DSML｜tool_calls>",
+    "</｜DSML｜tool_calls>",
+    "<｜DSML｜invoke",
+    "</｜DSML｜invoke>",
+    "",
+};
 
 bool IsSpace(char c) {
   return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v';
@@ -51,9 +61,11 @@ size_t PartialSuffix(std::string_view text, std::string_view marker) {
 ChatOutput::ChatOutput(const text::Tokenizer& tokenizer, ChatOutputOptions options)
     : options_(std::move(options)), decoder_(tokenizer, {.skip_special_tokens = true}) {
   std::erase(options_.stop, std::string());
-  const bool dsml = options_.tools == ToolCallFormat::kDeepSeekV32;
+  const bool dsml = IsDsml(options_.tools);
   for (int m = 0; m < kNumMarkers; ++m) {
-    marker_text_[m] = dsml ? kDsmlMarkerText[m] : kMarkerText[m];
+    marker_text_[m] = options_.tools == ToolCallFormat::kDeepSeekV4 ? kDsmlV4MarkerText[m]
+                      : dsml                                        ? kDsmlMarkerText[m]
+                                                                    : kMarkerText[m];
     const bool parsed = m <= kThinkClose
                             ? options_.reasoning != ReasoningMode::kNone
                             : options_.tools != ToolCallFormat::kNone && !marker_text_[m].empty();
@@ -81,8 +93,7 @@ ChatOutput::Marker ChatOutput::MarkerOfId(int32_t id) const {
 
 // V3.2 in content (or before it): trailing whitespace is held back, as it may precede a call.
 bool ChatOutput::HoldsSpaceBeforeCalls() const {
-  return options_.tools == ToolCallFormat::kDeepSeekV32 &&
-         (state_ == State::kContent || state_ == State::kSkipSpace);
+  return IsDsml(options_.tools) && (state_ == State::kContent || state_ == State::kSkipSpace);
 }
 
 bool ChatOutput::TextMarkerActive(Marker m) const {

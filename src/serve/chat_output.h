@@ -1,6 +1,6 @@
 // ChatOutput turns a chat request's generated token ids into the parts of an OpenAI chat
 // message, streamed: reasoning text (what comes before </think>), content text, and tool calls
-// in DeepSeek-V3/R1, DeepSeek-V3.1 or DeepSeek-V3.2 (DSML) format.
+// in DeepSeek-V3/R1, DeepSeek-V3.1, DeepSeek-V3.2 (DSML) or DeepSeek-V4 (DSML) format.
 //
 // Formats (each <｜...｜> is one added token; '｜' is U+FF5C and '▁' U+2581), one call shown:
 //   V3/R1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME
@@ -19,6 +19,7 @@
 //          non-space text follows); arguments are built from the parameters
 //          (tool_call_parser.h). A <｜DSML｜invoke without <｜DSML｜function_calls> also starts
 //          a call; stray end markers are dropped.
+//   V4:    V3.2's, with the block <｜DSML｜tool_calls> ... </｜DSML｜tool_calls>.
 // V3 arguments are the text between the ```json fence's opening line and its closing ```, with
 // surrounding whitespace trimmed; V3.1 arguments are the text between the separator and the
 // call's end, exactly. Text before the calls is content; after a call or the calls' end,

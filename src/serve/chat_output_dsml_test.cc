@@ -176,10 +176,11 @@ std::string Invoke(const std::string& name, const std::vector<Param>& params) {
   return s + "\n</｜DSML｜invoke>";
 }
 
-std::string Calls(const std::vector<std::string>& invokes) {
-  std::string s = "\n\n<｜DSML｜function_calls>\n";
+std::string Calls(const std::vector<std::string>& invokes,
+                  const std::string& block = "function_calls") {
+  std::string s = "\n\n<｜DSML｜" + block + ">\n";
   for (size_t i = 0; i < invokes.size(); ++i) s += (i > 0 ? "\n" : "") + invokes[i];
-  return s + "\n</｜DSML｜function_calls>" + kEos;
+  return s + "\n</｜DSML｜" + block + ">" + kEos;
 }
 
 const ChatOutputOptions kV32{.tools = ToolCallFormat::kDeepSeekV32};
@@ -273,6 +274,25 @@ TEST(ChatOutputDsmlFormatTest, ParseAndGuess) {
   EXPECT_EQ(GuessToolCallFormat("tool_call_template: str = '<{dsml_token}invoke name=\"{name}\">"
                                 "' dsml_token: str = \"｜DSML｜\""),
             ToolCallFormat::kDeepSeekV32);
+}
+
+TEST_F(ChatOutputDsmlTest, DeepSeekV4ReasoningTextAndCallsInItsBlock) {
+  // encoding_dsv4.py's assistant turn after "<｜Assistant｜><think>": reasoning, </think>,
+  // content, then the calls in a <｜DSML｜tool_calls> block.
+  const ChatOutputOptions v4{.tools = ToolCallFormat::kDeepSeekV4,
+                             .reasoning = ReasoningMode::kStartsInReasoning};
+  CheckAll(
+      "Need the weather.</think>Checking." +
+          Calls({Invoke("get_weather", {{"location", "Beijing", true}, {"days", "2", false}}),
+                 Invoke("get_time", {})},
+                "tool_calls"),
+      v4,
+      {.reasoning = "Need the weather.",
+       .content = "Checking.",
+       .calls = {{"get_weather", R"({"location": "Beijing", "days": 2})"}, {"get_time", "{}"}}});
+  // Chat mode: only the block.
+  const ChatOutputOptions v4_chat{.tools = ToolCallFormat::kDeepSeekV4};
+  CheckAll(Calls({Invoke("get_time", {})}, "tool_calls"), v4_chat, {.calls = {{"get_time", "{}"}}});
 }
 
 }  // namespace

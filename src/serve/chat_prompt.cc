@@ -7,6 +7,7 @@
 #include "grammar/grammar.h"
 #include "runtime/compile_slots.h"
 #include "serve/dsv32_prompt.h"
+#include "serve/dsv4_prompt.h"
 
 namespace epserve::serve {
 
@@ -15,10 +16,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 bool ThinkingAsked(const CompletionParams& p) {
-  const Json& kw = p.template_kwargs;
-  for (const char* key : {"thinking", "enable_thinking"})
-    if (kw.contains(key) && kw[key].is_boolean() && kw[key].get<bool>()) return true;
-  return false;
+  return ThinkingRequested(p.template_kwargs, p.reasoning_effort);
 }
 
 // The id of a token that is one added token, else -1.
@@ -39,19 +37,34 @@ std::variant<std::vector<int32_t>, ApiError> BuildPrompt(const ServeContext& ctx
   // DeepSeek-V3.2 ships no chat template (encoding/encoding_dsv32.py instead): with its tool
   // format and no template, the prompt is rendered by dsv32_prompt.h (thinking as V3.1's
   // template takes it: chat_template_kwargs {"thinking": true}).
+  // DeepSeek-V4 likewise (encoding/encoding_dsv4.py: dsv4_prompt.h).
   const bool builtin_v32 =
       ctx.chat_template == nullptr && ctx.tool_format == ToolCallFormat::kDeepSeekV32;
-  if (ctx.chat_template == nullptr && !builtin_v32)
+  const bool builtin_v4 =
+      ctx.chat_template == nullptr && ctx.tool_format == ToolCallFormat::kDeepSeekV4;
+  if (ctx.chat_template == nullptr && !builtin_v32 && !builtin_v4)
     return ApiError{.message = "the model has no chat template", .param = "messages"};
   StatusOr<std::string> rendered = Status::Internal("not rendered");
-  if (builtin_v32) {
-    rendered = RenderDeepSeekV32Prompt(
-        p.messages, p.tools,
-        ThinkingAsked(p) ? DeepSeekV32Mode::kThinking : DeepSeekV32Mode::kChat);
+  if (builtin_v32 || builtin_v4) {
+    if (builtin_v32)
+      rendered = RenderDeepSeekV32Prompt(
+          p.messages, p.tools,
+          ThinkingAsked(p) ? DeepSeekV32Mode::kThinking : DeepSeekV32Mode::kChat);
+    else
+      rendered = RenderDeepSeekV4Prompt(
+          p.messages, p.tools,
+          p.response_format == ResponseFormat::kJsonSchema ? p.json_schema : Json(),
+          DeepSeekV4OptionsFor(p.template_kwargs, p.reasoning_effort));
     if (!rendered.ok())
       return ApiError{.message = rendered.status().message(), .param = "messages"};
   } else {
     Json context = p.template_kwargs;  // the request's own variables first; ours win
+    // reasoning_effort asks for thinking where the request does not say (ThinkingRequested),
+    // and templates that know the effort read it.
+    if (!p.reasoning_effort.empty()) {
+      if (!context.contains("thinking")) context["thinking"] = ThinkingAsked(p);
+      if (!context.contains("reasoning_effort")) context["reasoning_effort"] = p.reasoning_effort;
+    }
     context["messages"] = p.messages;
     context["add_generation_prompt"] = p.add_generation_prompt;
     context["bos_token"] = tok.bos_token();
@@ -182,9 +195,7 @@ std::variant<Constraint, ApiError> MakeConstraint(const ServeContext& ctx,
       tools.push_back({{"name", name}, {"parameters", params}});
     }
     spec = {{"type", "tool_calls"},
-            {"format", ctx.tool_format == ToolCallFormat::kDeepSeekV32   ? "deepseek_v32"
-                       : ctx.tool_format == ToolCallFormat::kDeepSeekV31 ? "deepseek_v31"
-                                                                         : "deepseek_v3"},
+            {"format", std::string(ToolCallFormatName(ctx.tool_format))},
             {"tools", tools},
             {"parallel", p.parallel_tool_calls && p.tool_choice == ToolChoice::kRequired}};
   } else {

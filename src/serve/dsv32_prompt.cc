@@ -2,7 +2,7 @@
 
 #include <string_view>
 
-#include "text/jinja_value.h"
+#include "serve/dsml_render.h"
 
 namespace epserve::serve {
 namespace {
@@ -43,77 +43,15 @@ constexpr std::string_view kToolsHead =
     "<functions>\n";
 constexpr std::string_view kToolsTail = "\n</functions>\n";
 
-// Python's json.dumps(value, ensure_ascii=False), as the script's to_json.
-StatusOr<std::string> PyJson(const Json& j) {
-  return text::jinja::JsonDumps(text::jinja::Value::FromJson(j), {});
-}
-
-std::string Role(const Json& m) {
-  return m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>() : "";
-}
-
-// A message's text: a string, the text parts of a list, or "" (null, missing).
-std::string Content(const Json& m) {
-  if (!m.contains("content")) return "";
-  const Json& c = m["content"];
-  if (c.is_string()) return c.get<std::string>();
-  std::string out;
-  if (c.is_array())
-    for (const Json& part : c)
-      if (part.is_object() && part.contains("text") && part["text"].is_string())
-        out += part["text"].get<std::string>();
-  return out;
-}
-
-bool HasToolCalls(const Json& m) {
-  return m.contains("tool_calls") && m["tool_calls"].is_array() && !m["tool_calls"].empty();
-}
-
 StatusOr<std::string> RenderTools(const Json& tools) {
   std::string out(kToolsHead);
   for (size_t i = 0; i < tools.size(); ++i) {
     const Json& t = tools[i];
-    ASSIGN_OR_RETURN(std::string schema,
-                     PyJson(t.is_object() && t.contains("function") ? t["function"] : t));
+    ASSIGN_OR_RETURN(std::string schema, PyJsonDumps(ToolFunction(t)));
     if (i > 0) out += '\n';
     out += schema;
   }
   out += kToolsTail;
-  return out;
-}
-
-// "\n\n<｜DSML｜function_calls>\n" + invokes joined by "\n" + "\n</｜DSML｜function_calls>".
-StatusOr<std::string> RenderToolCalls(const Json& calls, size_t index) {
-  std::string out = "\n\n<｜DSML｜function_calls>\n";
-  for (size_t i = 0; i < calls.size(); ++i) {
-    const Json& f = calls[i].contains("function") ? calls[i]["function"] : calls[i];
-    const std::string where =
-        "messages[" + std::to_string(index) + "].tool_calls[" + std::to_string(i) + "]";
-    if (!f.is_object() || !f.contains("name") || !f["name"].is_string())
-      return Status::InvalidArgument(where + ": a tool call needs function.name");
-    Json args = f.contains("arguments") ? f["arguments"] : Json::object();
-    if (args.is_string()) args = Json::parse(args.get<std::string>(), nullptr, false);
-    if (args.is_null()) args = Json::object();
-    if (!args.is_object())
-      return Status::InvalidArgument(where + ": function.arguments must be a JSON object");
-    if (i > 0) out += '\n';
-    out += "<｜DSML｜invoke name=\"" + f["name"].get<std::string>() + "\">\n";
-    bool first = true;
-    for (const auto& [key, value] : args.items()) {
-      if (!first) out += '\n';
-      first = false;
-      out += "<｜DSML｜parameter name=\"" + key + "\" string=\"";
-      if (value.is_string()) {
-        out += "true\">" + value.get<std::string>();
-      } else {
-        ASSIGN_OR_RETURN(std::string v, PyJson(value));
-        out += "false\">" + v;
-      }
-      out += "</｜DSML｜parameter>";
-    }
-    out += "\n</｜DSML｜invoke>";
-  }
-  out += "\n</｜DSML｜function_calls>";
   return out;
 }
 
@@ -124,12 +62,12 @@ StatusOr<std::string> RenderDeepSeekV32Prompt(const Json& messages_in, const Jso
   if (!messages_in.is_array()) return Status::InvalidArgument("messages must be an array");
   Json messages = messages_in;
   const bool has_tools = tools.is_array() && !tools.empty();
-  if (has_tools && (messages.empty() || Role(messages[0]) != "system"))
+  if (has_tools && (messages.empty() || MessageRole(messages[0]) != "system"))
     messages.insert(messages.begin(), Json{{"role", "system"}, {"content", ""}});
   const bool thinking = mode == DeepSeekV32Mode::kThinking;
   int64_t last_user = -1;
   for (size_t i = 0; i < messages.size(); ++i)
-    if (Role(messages[i]) == "user" || Role(messages[i]) == "developer")
+    if (MessageRole(messages[i]) == "user" || MessageRole(messages[i]) == "developer")
       last_user = static_cast<int64_t>(i);
   // The think token that follows a user turn (or a round of tool results) at index i.
   auto think_after = [&](int64_t i, bool at_or_after) {
@@ -141,8 +79,8 @@ StatusOr<std::string> RenderDeepSeekV32Prompt(const Json& messages_in, const Jso
   for (size_t idx = 0; idx < messages.size(); ++idx) {
     const Json& m = messages[idx];
     const int64_t i = static_cast<int64_t>(idx);
-    const std::string role = Role(m);
-    const std::string content = Content(m);
+    const std::string role = MessageRole(m);
+    const std::string content = MessageText(m);
     if (role == "system") {
       out += content;
       if (has_tools && idx == 0) {
@@ -158,8 +96,8 @@ StatusOr<std::string> RenderDeepSeekV32Prompt(const Json& messages_in, const Jso
       out += think_after(i, /*at_or_after=*/false);
     } else if (role == "tool") {
       int64_t prev = i - 1;
-      while (prev >= 0 && Role(messages[prev]) == "tool") --prev;
-      if (prev < 0 || Role(messages[prev]) != "assistant" || !HasToolCalls(messages[prev]) ||
+      while (prev >= 0 && MessageRole(messages[prev]) == "tool") --prev;
+      if (prev < 0 || MessageRole(messages[prev]) != "assistant" || !HasToolCalls(messages[prev]) ||
           messages[prev]["tool_calls"].size() < static_cast<size_t>(i - prev))
         return Status::InvalidArgument("messages[" + std::to_string(idx) +
                                        "]: a tool result without its assistant tool call");
@@ -178,7 +116,8 @@ StatusOr<std::string> RenderDeepSeekV32Prompt(const Json& messages_in, const Jso
       }
       out += content;
       if (HasToolCalls(m)) {
-        ASSIGN_OR_RETURN(std::string calls, RenderToolCalls(m["tool_calls"], idx));
+        ASSIGN_OR_RETURN(std::string calls,
+                         RenderDsmlToolCalls(m["tool_calls"], idx, "function_calls"));
         out += calls;
       }
       out += kEos;

@@ -175,16 +175,10 @@ std::optional<ApiError> CheckKnownFields(const Json& body, Endpoint endpoint) {
                                                 "logit_bias",
                                                 "min_tokens",
                                                 "min_p"};
-  static const std::set<std::string> kChat = {"messages",
-                                              "max_completion_tokens",
-                                              "top_logprobs",
-                                              "tools",
-                                              "tool_choice",
-                                              "parallel_tool_calls",
-                                              "response_format",
-                                              "chat_template_kwargs",
-                                              "add_generation_prompt",
-                                              "continue_final_message"};
+  static const std::set<std::string> kChat = {
+      "messages",         "max_completion_tokens", "top_logprobs",          "tools",
+      "tool_choice",      "parallel_tool_calls",   "response_format",       "chat_template_kwargs",
+      "reasoning_effort", "add_generation_prompt", "continue_final_message"};
   for (const auto& [key, value] : body.items()) {
     if (kCommon.count(key) || (endpoint == Endpoint::kChat ? kChat.count(key) : key == "prompt"))
       continue;
@@ -323,6 +317,16 @@ std::optional<ApiError> ParseTemplateOptions(const Json& body, CompletionParams*
                                                "' is set by the server; use the request field");
     p->template_kwargs = kw;
   }
+  if (body.contains("reasoning_effort") && !body["reasoning_effort"].is_null()) {
+    static const std::set<std::string> kEfforts = {"none", "minimal", "low", "medium",
+                                                   "high", "xhigh",   "max"};
+    const Json& e = body["reasoning_effort"];
+    if (!e.is_string() || !kEfforts.count(e.get<std::string>()))
+      return Bad("reasoning_effort",
+                 "'reasoning_effort' must be one of \"none\", \"minimal\", \"low\", "
+                 "\"medium\", \"high\", \"xhigh\", \"max\"");
+    p->reasoning_effort = e.get<std::string>();
+  }
   if (auto e = Bool(body, "add_generation_prompt", &p->add_generation_prompt)) return e;
   if (auto e = Bool(body, "continue_final_message", &p->continue_final_message)) return e;
   if (p->continue_final_message) {
@@ -429,6 +433,7 @@ std::variant<CompletionParams, ApiError> ParseTokenizeRequest(const Json& body) 
   static const std::set<std::string> kChatShape = {"messages",
                                                    "tools",
                                                    "chat_template_kwargs",
+                                                   "reasoning_effort",
                                                    "add_generation_prompt",
                                                    "continue_final_message",
                                                    "model"};

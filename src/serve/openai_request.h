@@ -63,6 +63,10 @@ struct CompletionParams {
   nlohmann::ordered_json json_schema;  // kJsonSchema: the schema
   nlohmann::ordered_json template_kwargs =
       nlohmann::ordered_json::object();  // chat_template_kwargs
+  // "" (not given), or none, minimal, low, medium, high, xhigh, max: asks for thinking unless
+  // chat_template_kwargs says (serve/dsv4_prompt.h's ThinkingRequested); DeepSeek-V4 renders
+  // max and xhigh as its maximum effort; templates get it as `reasoning_effort`.
+  std::string reasoning_effort;
   bool add_generation_prompt = true;
   bool continue_final_message = false;  // the last (assistant) message is continued, not closed
   bool add_special_tokens = true;       // completions prompt text: BOS as the tokenizer adds it

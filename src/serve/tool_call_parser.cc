@@ -143,8 +143,10 @@ StatusOr<ToolCallFormat> ParseToolCallFormat(std::string_view name) {
     return ToolCallFormat::kDeepSeekV31;
   if (name == "deepseek_v32" || name == "deepseekv32" || name == "deepseek_v3.2")
     return ToolCallFormat::kDeepSeekV32;
-  return Status::InvalidArgument("unknown tool call format \"" + std::string(name) +
-                                 "\" (known: deepseek_v3, deepseek_v31, deepseek_v32, none)");
+  if (name == "deepseek_v4" || name == "deepseekv4") return ToolCallFormat::kDeepSeekV4;
+  return Status::InvalidArgument(
+      "unknown tool call format \"" + std::string(name) +
+      "\" (known: deepseek_v3, deepseek_v31, deepseek_v32, deepseek_v4, none)");
 }
 
 std::string_view ToolCallFormatName(ToolCallFormat format) {
@@ -157,12 +159,17 @@ std::string_view ToolCallFormatName(ToolCallFormat format) {
       return "deepseek_v31";
     case ToolCallFormat::kDeepSeekV32:
       return "deepseek_v32";
+    case ToolCallFormat::kDeepSeekV4:
+      return "deepseek_v4";
   }
   return "none";
 }
 
 ToolCallFormat GuessToolCallFormat(std::string_view chat_template) {
   // V3.2 writes "<{dsml_token}invoke name=..." with dsml_token = "｜DSML｜".
+  // V4 names its block "<{dsml_token}tool_calls>".
+  if (chat_template.find("｜DSML｜tool_calls") != std::string_view::npos)
+    return ToolCallFormat::kDeepSeekV4;
   if (chat_template.find("｜DSML｜") != std::string_view::npos) return ToolCallFormat::kDeepSeekV32;
   if (chat_template.find(kCallBegin) == std::string_view::npos) return ToolCallFormat::kNone;
   // V3/R1 write "tool['type'] + '<｜tool▁sep｜>' + name + '\n' + '```json'"; V3.1 writes
@@ -187,7 +194,7 @@ void ToolCallBody::AddText(std::string_view text) {
       break;
     case Part::kName:
       header_ += text;
-      if (format_ == ToolCallFormat::kDeepSeekV32) {  // V3.2: the name's header ends at '>'
+      if (IsDsml(format_)) {  // V3.2, V4: the name's header ends at '>'
         const size_t gt = header_.find('>');
         if (gt == std::string::npos) return;
         name_ = DsmlName(std::string_view(header_).substr(0, gt));
@@ -207,7 +214,7 @@ void ToolCallBody::AddText(std::string_view text) {
       }
       break;
     case Part::kArgs:
-      if (format_ == ToolCallFormat::kDeepSeekV32)
+      if (IsDsml(format_))
         AddDsmlText(text);
       else
         args_ += text;
@@ -305,7 +312,7 @@ void ToolCallBody::EndDsmlValue() {
 }
 
 void ToolCallBody::End() {
-  if (format_ == ToolCallFormat::kDeepSeekV32) {
+  if (IsDsml(format_)) {
     if (part_ == Part::kName) {  // the header's '>' never came
       name_ = DsmlName(header_);
       args_ = "{";

@@ -24,17 +24,23 @@
 
 namespace epserve::serve {
 
-enum class ToolCallFormat { kNone, kDeepSeekV3, kDeepSeekV31, kDeepSeekV32 };
+// kDeepSeekV4 is V3.2's DSML with the block named tool_calls instead of function_calls.
+enum class ToolCallFormat { kNone, kDeepSeekV3, kDeepSeekV31, kDeepSeekV32, kDeepSeekV4 };
+// V3.2 and V4: DSML text markers, parameters one a line.
+inline bool IsDsml(ToolCallFormat f) {
+  return f == ToolCallFormat::kDeepSeekV32 || f == ToolCallFormat::kDeepSeekV4;
+}
 
 // "deepseek_v3" (also "deepseekv3", "deepseek_r1"), "deepseek_v31" (also "deepseekv31",
-// "deepseek_v3.1"), "deepseek_v32" (also "deepseekv32", "deepseek_v3.2"), "none".
+// "deepseek_v3.1"), "deepseek_v32" (also "deepseekv32", "deepseek_v3.2"), "deepseek_v4" (also
+// "deepseekv4"), "none".
 StatusOr<ToolCallFormat> ParseToolCallFormat(std::string_view name);
 // The canonical name ParseToolCallFormat reads ("deepseek_v32", "none", ...).
 std::string_view ToolCallFormatName(ToolCallFormat format);
 // From a chat template's text: a template that writes tool calls with a ```json fence (or
 // "function<｜tool▁sep｜>") is V3/R1, one that writes <｜tool▁sep｜> without a fence is V3.1,
 // one without <｜tool▁call▁begin｜> kNone; a template (or encoding script) that writes DSML
-// (｜DSML｜invoke) is V3.2.
+// (｜DSML｜invoke) is V3.2, or V4 when its block is ｜DSML｜tool_calls.
 ToolCallFormat GuessToolCallFormat(std::string_view chat_template);
 
 // Streams one call's body. REQUIRES: format is not kNone.
