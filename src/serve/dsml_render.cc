@@ -34,6 +34,18 @@ const Json& ToolFunction(const Json& tool) {
   return tool.is_object() && tool.contains("function") ? tool["function"] : tool;
 }
 
+StatusOr<std::string> RenderToolSchemas(const Json& tools, std::string_view head,
+                                        std::string_view tail) {
+  std::string out(head);
+  for (size_t i = 0; i < tools.size(); ++i) {
+    ASSIGN_OR_RETURN(std::string schema, PyJsonDumps(ToolFunction(tools[i])));
+    if (i > 0) out += '\n';
+    out += schema;
+  }
+  out += tail;
+  return out;
+}
+
 StatusOr<std::string> RenderDsmlToolCalls(const Json& calls, size_t index, std::string_view block) {
   const std::string dsml = "｜DSML｜";
   std::string out = "\n\n<" + dsml + std::string(block) + ">\n";

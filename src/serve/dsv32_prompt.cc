@@ -9,11 +9,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr std::string_view kBos = "<｜begin▁of▁sentence｜>";
-constexpr std::string_view kEos = "<｜end▁of▁sentence｜>";
-constexpr std::string_view kThinkOpen = "<think>";
-constexpr std::string_view kThinkClose = "</think>";
-
 // encoding_dsv32.py's TOOLS_SYSTEM_TEMPLATE with its tokens filled in; the schemas follow.
 constexpr std::string_view kToolsHead =
     "## Tools\n\n"
@@ -43,18 +38,6 @@ constexpr std::string_view kToolsHead =
     "<functions>\n";
 constexpr std::string_view kToolsTail = "\n</functions>\n";
 
-StatusOr<std::string> RenderTools(const Json& tools) {
-  std::string out(kToolsHead);
-  for (size_t i = 0; i < tools.size(); ++i) {
-    const Json& t = tools[i];
-    ASSIGN_OR_RETURN(std::string schema, PyJsonDumps(ToolFunction(t)));
-    if (i > 0) out += '\n';
-    out += schema;
-  }
-  out += kToolsTail;
-  return out;
-}
-
 }  // namespace
 
 StatusOr<std::string> RenderDeepSeekV32Prompt(const Json& messages_in, const Json& tools,
@@ -72,10 +55,10 @@ StatusOr<std::string> RenderDeepSeekV32Prompt(const Json& messages_in, const Jso
   // The think token that follows a user turn (or a round of tool results) at index i.
   auto think_after = [&](int64_t i, bool at_or_after) {
     const bool open = thinking && (at_or_after ? i >= last_user : i == last_user);
-    return open ? kThinkOpen : kThinkClose;
+    return open ? kThinkOpenText : kThinkCloseText;
   };
 
-  std::string out(kBos);
+  std::string out(kDeepSeekBos);
   for (size_t idx = 0; idx < messages.size(); ++idx) {
     const Json& m = messages[idx];
     const int64_t i = static_cast<int64_t>(idx);
@@ -84,15 +67,15 @@ StatusOr<std::string> RenderDeepSeekV32Prompt(const Json& messages_in, const Jso
     if (role == "system") {
       out += content;
       if (has_tools && idx == 0) {
-        ASSIGN_OR_RETURN(std::string rendered, RenderTools(tools));
+        ASSIGN_OR_RETURN(std::string rendered, RenderToolSchemas(tools, kToolsHead, kToolsTail));
         out += "\n\n" + rendered;
       }
     } else if (role == "user" || role == "developer") {
       // The script's developer turn is "\n\n# The user's message is: " + content (with its own
       // tools, which requests do not have).
-      out += "<｜User｜>";
+      out += kDeepSeekUser;
       out += role == "developer" ? "\n\n# The user's message is: " + content : content;
-      out += "<｜Assistant｜>";
+      out += kDeepSeekAssistant;
       out += think_after(i, /*at_or_after=*/false);
     } else if (role == "tool") {
       int64_t prev = i - 1;
@@ -112,7 +95,7 @@ StatusOr<std::string> RenderDeepSeekV32Prompt(const Json& messages_in, const Jso
       if (thinking && i > last_user) {
         if (m.contains("reasoning_content") && m["reasoning_content"].is_string())
           out += m["reasoning_content"].get<std::string>();
-        out += kThinkClose;
+        out += kThinkCloseText;
       }
       out += content;
       if (HasToolCalls(m)) {
@@ -120,7 +103,7 @@ StatusOr<std::string> RenderDeepSeekV32Prompt(const Json& messages_in, const Jso
                          RenderDsmlToolCalls(m["tool_calls"], idx, "function_calls"));
         out += calls;
       }
-      out += kEos;
+      out += kDeepSeekEos;
     } else {
       return Status::InvalidArgument("messages[" + std::to_string(idx) + "]: unknown role \"" +
                                      role + "\"");

@@ -12,12 +12,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr std::string_view kV4Bos = "<｜begin▁of▁sentence｜>";
-constexpr std::string_view kV4Eos = "<｜end▁of▁sentence｜>";
-constexpr std::string_view kV4ThinkOpen = "<think>";
-constexpr std::string_view kV4ThinkClose = "</think>";
-constexpr std::string_view kUser = "<｜User｜>";
-constexpr std::string_view kAssistant = "<｜Assistant｜>";
 constexpr std::string_view kLatestReminder = "<｜latest_reminder｜>";
 
 constexpr std::string_view kReasoningEffortMax =
@@ -187,17 +181,6 @@ std::vector<Turn> DropThinking(std::vector<Turn> turns) {
   return kept;
 }
 
-StatusOr<std::string> RenderV4Tools(const Json& tools) {
-  std::string out(kV4ToolsHead);
-  for (size_t i = 0; i < tools.size(); ++i) {
-    ASSIGN_OR_RETURN(std::string schema, PyJsonDumps(ToolFunction(tools[i])));
-    if (i > 0) out += '\n';
-    out += schema;
-  }
-  out += kV4ToolsTail;
-  return out;
-}
-
 }  // namespace
 
 bool ThinkingRequested(const Json& template_kwargs, std::string_view reasoning_effort) {
@@ -233,14 +216,14 @@ StatusOr<std::string> RenderDeepSeekV4Prompt(const Json& messages, const Json& t
   if (thinking && drop) turns = DropThinking(std::move(turns));
   const int64_t last_user = LastUser(turns);
 
-  std::string out(kV4Bos);
+  std::string out(kDeepSeekBos);
   for (int64_t i = 0; i < static_cast<int64_t>(turns.size()); ++i) {
     const Turn& t = turns[i];
     if (i == 0 && thinking && options.reasoning_effort_max) out += kReasoningEffortMax;
     const std::string where = "messages[" + std::to_string(t.source) + "]";
     std::string extras;  // the request's tools and response schema
     if (t.tools) {
-      ASSIGN_OR_RETURN(std::string rendered, RenderV4Tools(tools));
+      ASSIGN_OR_RETURN(std::string rendered, RenderToolSchemas(tools, kV4ToolsHead, kV4ToolsTail));
       extras += "\n\n" + rendered;
     }
     if (t.schema) {
@@ -252,9 +235,9 @@ StatusOr<std::string> RenderDeepSeekV4Prompt(const Json& messages, const Json& t
     } else if (t.role == "developer") {
       if (t.content.empty())
         return Status::InvalidArgument(where + ": a developer message needs content");
-      out += std::string(kUser) + t.content + extras;
+      out += std::string(kDeepSeekUser) + t.content + extras;
     } else if (t.role == "user") {
-      out += kUser;
+      out += kDeepSeekUser;
       for (size_t b = 0; b < t.blocks.size(); ++b) {
         if (b > 0) out += "\n\n";
         const Block& block = t.blocks[b];
@@ -263,14 +246,14 @@ StatusOr<std::string> RenderDeepSeekV4Prompt(const Json& messages, const Json& t
     } else if (t.role == "latest_reminder") {
       out += std::string(kLatestReminder) + t.content;
     } else if (t.role == "assistant") {
-      if (thinking && (!drop || i > last_user)) out += t.reasoning + std::string(kV4ThinkClose);
+      if (thinking && (!drop || i > last_user)) out += t.reasoning + std::string(kThinkCloseText);
       out += t.content;
       if (t.tool_calls != nullptr) {
         ASSIGN_OR_RETURN(std::string calls,
                          RenderDsmlToolCalls(*t.tool_calls, t.source, "tool_calls"));
         out += calls;
       }
-      out += kV4Eos;
+      out += kDeepSeekEos;
     } else {
       return Status::InvalidArgument(where + ": unknown role \"" + t.role + "\"");
     }
@@ -280,8 +263,8 @@ StatusOr<std::string> RenderDeepSeekV4Prompt(const Json& messages, const Json& t
                               turns[i + 1].role == "assistant" ||
                               turns[i + 1].role == "latest_reminder";
     if (next_answers && (t.role == "user" || t.role == "developer")) {
-      out += kAssistant;
-      out += thinking && (!drop || i >= last_user) ? kV4ThinkOpen : kV4ThinkClose;
+      out += kDeepSeekAssistant;
+      out += thinking && (!drop || i >= last_user) ? kThinkOpenText : kThinkCloseText;
     }
   }
   return out;
