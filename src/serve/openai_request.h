@@ -106,7 +106,8 @@ std::variant<CompletionParams, ApiError> ParseCompletionRequest(
 
 // /v1/tokenize: {"prompt": text, "add_special_tokens": bool} or {"messages": [...]} with the
 // chat fields that shape the rendering (tools, chat_template_kwargs, add_generation_prompt,
-// continue_final_message); "model" and "return_token_strs" (a boolean) are allowed too.
+// reasoning_effort, continue_final_message); "model" and "return_token_strs" (a boolean) are
+// allowed too.
 std::variant<CompletionParams, ApiError> ParseTokenizeRequest(const nlohmann::ordered_json& body);
 
 }  // namespace epserve::serve
